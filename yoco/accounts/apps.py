@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class AccountsConfig(AppConfig):
+    name = "yoco.accounts"
+    label = "accounts"
+    verbose_name = "Customers, clusters and keys"

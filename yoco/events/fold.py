@@ -1,0 +1,144 @@
+"""Folding stored events into jobs and incidents, and incidents into their contract years.
+
+Everything here is recomputed from the stored events, so it gives the same answer whatever order
+the events arrived in and however often it runs.
+"""
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from yoco.accounts.models import Cluster
+from yoco.events.models import Event, Incident, Job
+from yoco.guarantee import rules
+from yoco.guarantee.models import Contract
+from yoco.guarantee.years import refresh_years, terms_of
+
+
+def fold(cluster: Cluster, subjects: Iterable[str], sources: Iterable[str]) -> None:
+    now = timezone.now()
+    with transaction.atomic():
+        changed_jobs = fold_jobs(cluster, sources)
+        subjects = set(subjects)
+        if changed_jobs:
+            subjects |= set(
+                Incident.objects.filter(cluster=cluster, source__in=changed_jobs).values_list(
+                    "subject", flat=True
+                )
+            )
+        touched = refresh_incidents(cluster, subjects, now)
+        refresh_years(touched)
+
+
+def fold_jobs(cluster: Cluster, sources: Iterable[str]) -> set[str]:
+    """Upsert the Job of each source from its job.* events; return sources whose terms changed."""
+    changed = set()
+    lifecycle = (rules.JOB_STARTED, rules.JOB_FINISHED)
+    events_by_source: dict[str, list[Event]] = {}
+    for event in Event.objects.filter(
+        cluster=cluster, source__in=list(sources), type__in=lifecycle
+    ).order_by("time", "event_id"):
+        events_by_source.setdefault(event.source, []).append(event)
+    for source, events in events_by_source.items():
+        job, _ = Job.objects.get_or_create(source=source, defaults={"cluster": cluster})
+        before = (sorted(job.frameworks), job.gpus)
+        starts = [e for e in events if e.type == rules.JOB_STARTED]
+        finishes = [e for e in events if e.type == rules.JOB_FINISHED]
+        if starts:
+            first, last = starts[0], starts[-1]
+            job.frameworks = sorted({e.data["framework"] for e in starts})
+            job.world_size = last.data.get("world_size")
+            job.gpus = last.data.get("gpus")
+            job.model = last.data.get("model") or ""
+            job.mode = last.data.get("mode") or ""
+            job.started_at = first.time
+        if finishes:
+            job.status = finishes[-1].data["status"]
+            job.finished_at = finishes[-1].time
+        job.save()
+        if (sorted(job.frameworks), job.gpus) != before:
+            changed.add(source)
+    return changed
+
+
+def _facts(events: Iterable[Event]) -> list[rules.EventFact]:
+    return [rules.EventFact(e.event_id, e.source, e.type, e.time, e.data) for e in events]
+
+
+def contract_for(cluster: Cluster, instant: datetime) -> tuple[Contract, int] | tuple[None, None]:
+    for contract in cluster.contracts.all().order_by("start"):
+        number = rules.year_number(contract.start, contract.years, instant)
+        if number is not None:
+            return contract, number
+    return None, None
+
+
+def refresh_incidents(cluster: Cluster, subjects: Iterable[str], now: datetime) -> set:
+    """Recompute each incident; return the (contract id, year number) pairs it touched."""
+    touched: set[tuple[int, int]] = set()
+    subjects = list(subjects)
+    if not subjects:
+        return touched
+    by_subject: dict[str, list[Event]] = {}
+    for event in Event.objects.filter(cluster=cluster, subject__in=subjects):
+        by_subject.setdefault(event.subject, []).append(event)
+    existing = {
+        i.subject: i for i in Incident.objects.filter(cluster=cluster, subject__in=subjects)
+    }
+    for subject, events in by_subject.items():
+        incident = existing.get(subject) or Incident(cluster=cluster, subject=subject)
+        if incident.contract_id:
+            touched.add((incident.contract_id, incident.year_number))
+        _recompute(incident, _facts(events), now)
+        incident.save()
+        if incident.contract_id:
+            touched.add((incident.contract_id, incident.year_number))
+    return touched
+
+
+def _recompute(incident: Incident, facts: list[rules.EventFact], now: datetime) -> None:
+    found = rules.detection(facts)
+    resumes = [f for f in facts if f.type == rules.JOB_RESUMED]
+    incident.downtime_ms = max((f.data.get("downtime_ms") or 0 for f in resumes), default=None)
+    if found is None:
+        incident.source = ""
+        incident.contract, incident.year_number = None, None
+        incident.detected_at = incident.deadline_at = None
+        incident.trigger = incident.category = incident.scope = None
+        incident.computed_outcome = incident.outcome = None
+        incident.gpus = None
+        return
+    job = Job.objects.filter(source=found.source).first()
+    incident.source = found.source
+    incident.gpus = job.gpus if job else None
+    incident.detected_at = found.time
+    incident.trigger, incident.category, incident.scope = found.trigger, found.category, found.scope
+    contract, number = contract_for(incident.cluster, found.time)
+    incident.contract, incident.year_number = contract, number
+    if contract is None:
+        incident.deadline_at = None
+        incident.computed_outcome = incident.outcome = None
+        return
+    terms = terms_of(contract)
+    incident.deadline_at = rules.resolution_deadline(found.time, terms)
+    incident.computed_outcome = rules.outcome(
+        facts, job_frameworks=job.frameworks if job else (), terms=terms, now=now
+    )
+    incident.outcome = incident.override_outcome or incident.computed_outcome
+
+
+def expire_pending(now: datetime | None = None) -> int:
+    """Pending incidents past their deadline become failed: a conditional UPDATE, no locks."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        expired = Incident.objects.filter(
+            outcome="pending", computed_outcome="pending", deadline_at__lt=now
+        )
+        touched = set(expired.values_list("contract_id", "year_number").distinct())
+        if not touched:
+            return 0
+        changed = expired.update(computed_outcome="failed", outcome="failed")
+        refresh_years(touched)
+    return changed

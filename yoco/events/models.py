@@ -1,0 +1,98 @@
+"""What clusters told us: raw events as received, and the jobs and incidents folded from them."""
+
+from django.conf import settings
+from django.db import models
+
+from yoco.accounts.models import Cluster
+from yoco.guarantee.models import Contract
+
+
+class Event(models.Model):
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="events")
+    source = models.CharField(max_length=300)
+    event_id = models.CharField(max_length=200)
+    type = models.CharField(max_length=60)
+    time = models.DateTimeField()
+    subject = models.CharField(max_length=200, null=True, blank=True)
+    data = models.JSONField()
+    raw = models.JSONField(help_text="the event exactly as received")
+    content_hash = models.CharField(max_length=64)
+    received_at = models.DateTimeField()
+    ingest_batch = models.UUIDField(db_index=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["source", "event_id"], name="event_unique_per_source")
+        ]
+        indexes = [
+            models.Index(fields=["cluster", "subject"]),
+            models.Index(fields=["source", "type"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.type} {self.source} {self.event_id}"
+
+
+class Job(models.Model):
+    """A training job, known by its source; folded from job.started / job.finished."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="jobs")
+    source = models.CharField(max_length=300, unique=True)
+    frameworks = models.JSONField(default=list, help_text="every framework its job.started named")
+    world_size = models.PositiveIntegerField(null=True)
+    gpus = models.PositiveIntegerField(null=True)
+    model = models.CharField(max_length=200, blank=True)
+    mode = models.CharField(max_length=20, blank=True)
+    started_at = models.DateTimeField(null=True)
+    status = models.CharField(max_length=20, blank=True)
+    finished_at = models.DateTimeField(null=True)
+
+    def __str__(self) -> str:
+        return self.source
+
+
+class Incident(models.Model):
+    """All events of one cluster with one subject; its outcome is recomputed on every change."""
+
+    OUTCOMES = [
+        (o, o) for o in ("live_resolved", "rolled_back", "failed", "pending", "excluded", "planned")
+    ]
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="incidents")
+    subject = models.CharField(max_length=200)
+    source = models.CharField(max_length=300, blank=True, help_text="job of its first detection")
+    contract = models.ForeignKey(
+        Contract, null=True, blank=True, on_delete=models.PROTECT, related_name="incidents"
+    )
+    year_number = models.PositiveSmallIntegerField(null=True, blank=True)
+    detected_at = models.DateTimeField(null=True, blank=True)
+    deadline_at = models.DateTimeField(null=True, blank=True)
+    trigger = models.CharField(max_length=12, null=True, blank=True)
+    category = models.CharField(max_length=20, null=True, blank=True)
+    scope = models.CharField(max_length=14, null=True, blank=True)
+    computed_outcome = models.CharField(max_length=14, null=True, blank=True, choices=OUTCOMES)
+    outcome = models.CharField(
+        max_length=14, null=True, blank=True, choices=OUTCOMES, help_text="after any override"
+    )
+    downtime_ms = models.BigIntegerField(null=True, blank=True)
+    gpus = models.PositiveIntegerField(null=True, blank=True)
+    override_outcome = models.CharField(max_length=14, null=True, blank=True, choices=OUTCOMES)
+    override_reason = models.TextField(blank=True)
+    override_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    override_at = models.DateTimeField(null=True, blank=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "subject"], name="incident_per_subject")
+        ]
+        indexes = [
+            models.Index(fields=["contract", "year_number", "outcome"]),
+            models.Index(fields=["outcome", "deadline_at"]),
+            models.Index(fields=["cluster", "detected_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster}/{self.subject}"

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class GuaranteeConfig(AppConfig):
+    name = "yoco.guarantee"
+    label = "guarantee"
+    verbose_name = "Contracts, years and credits"

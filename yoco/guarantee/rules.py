@@ -1,0 +1,504 @@
+"""The guarantee's rules (SPEC sections 3 and 4) as pure functions.
+
+Nothing here touches Django or the database: callers load what they need, hand it over as
+plain values and store what comes back. Every rule that decides an incident's outcome, a
+contract year, compliance or a credit amount lives in this module, so that it can be tested
+exhaustively and versioned (``RULES_VERSION`` goes into every credit's evidence snapshot).
+
+Money and ratios use exact arithmetic (``Decimal`` and ``fractions.Fraction``); floats appear
+only in the purely informative Clopper-Pearson interval.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from fractions import Fraction
+from functools import cache
+from typing import Any
+
+# Bump whenever a rule below changes what it decides; stored in credit evidence snapshots.
+RULES_VERSION = "1"
+
+# --- Events (SPEC 3) ---------------------------------------------------------------------
+
+EVENT_TYPE_PREFIX = "io.yoco."
+
+JOB_STARTED = "io.yoco.job.started"
+JOB_FINISHED = "io.yoco.job.finished"
+FAILURE_DETECTED = "io.yoco.failure.detected"
+MIGRATION_STARTED = "io.yoco.migration.started"
+MIGRATION_COMPLETED = "io.yoco.migration.completed"
+MIGRATION_FAILED = "io.yoco.migration.failed"
+CHECKPOINT_RESTORED = "io.yoco.checkpoint.restored"
+JOB_RESUMED = "io.yoco.job.resumed"
+
+EVENT_TYPES = (
+    JOB_STARTED,
+    JOB_FINISHED,
+    FAILURE_DETECTED,
+    MIGRATION_STARTED,
+    MIGRATION_COMPLETED,
+    MIGRATION_FAILED,
+    CHECKPOINT_RESTORED,
+    JOB_RESUMED,
+)
+
+# Types whose events must carry ``subject`` (the incident id).
+INCIDENT_EVENT_TYPES = (
+    FAILURE_DETECTED,
+    MIGRATION_STARTED,
+    MIGRATION_COMPLETED,
+    MIGRATION_FAILED,
+    CHECKPOINT_RESTORED,
+    JOB_RESUMED,
+)
+
+# Required ``data`` fields per type (SPEC 3, bold).
+REQUIRED_DATA_FIELDS: Mapping[str, tuple[str, ...]] = {
+    JOB_STARTED: ("framework", "world_size"),
+    JOB_FINISHED: ("status",),
+    FAILURE_DETECTED: ("trigger", "category"),
+    MIGRATION_STARTED: ("mode", "state_source"),
+    MIGRATION_COMPLETED: ("steps_lost", "duration_ms"),
+    MIGRATION_FAILED: ("reason",),
+    CHECKPOINT_RESTORED: ("steps_lost",),
+    JOB_RESUMED: ("step",),
+}
+
+FRAMEWORKS = ("torchtitan", "megatron-lm", "deepspeed", "pytorch")
+MODES = ("model_aware", "transparent")
+STATE_SOURCES = ("self", "replica", "mirror")
+JOB_STATUSES = ("completed", "failed", "cancelled")
+
+TRIGGER_UNPLANNED = "unplanned"
+TRIGGER_PREEMPTIVE = "preemptive"
+TRIGGER_PLANNED = "planned"
+TRIGGERS = (TRIGGER_UNPLANNED, TRIGGER_PREEMPTIVE, TRIGGER_PLANNED)
+
+SCOPE_NODE = "node"
+SCOPE_NETWORK_WIDE = "network_wide"
+SCOPES = (SCOPE_NODE, SCOPE_NETWORK_WIDE)
+
+CATEGORIES = (
+    "gpu_xid",
+    "gpu_ecc",
+    "gpu_thermal",
+    "gpu_hang",
+    "nvlink",
+    "pcie",
+    "node_crash",
+    "host_memory",
+    "power",
+    "network_link",
+    "storage",
+    "software_infra",
+    "software_user",
+    "sdc",
+    "maintenance",
+    "unknown",
+)
+
+# Contract defaults (SPEC 4.1).
+DEFAULT_SUPPORTED_FRAMEWORKS = frozenset(FRAMEWORKS)
+DEFAULT_EXCLUDED_CATEGORIES = frozenset({"software_user", "sdc"})
+DEFAULT_DEADLINE = timedelta(minutes=15)
+DEFAULT_TARGET = Decimal("90")
+DEFAULT_CREDIT_RATE = Decimal("25")
+
+# --- Outcomes (SPEC 4.3) -------------------------------------------------------------------
+
+LIVE_RESOLVED = "live_resolved"
+ROLLED_BACK = "rolled_back"
+FAILED = "failed"
+PENDING = "pending"
+EXCLUDED = "excluded"
+PLANNED = "planned"
+
+OUTCOMES = (LIVE_RESOLVED, ROLLED_BACK, FAILED, PENDING, EXCLUDED, PLANNED)
+ELIGIBLE = (LIVE_RESOLVED, ROLLED_BACK, FAILED)
+
+
+def _require_aware(value: datetime, what: str) -> None:
+    if not isinstance(value, datetime):
+        raise TypeError(f"{what} must be a datetime, not {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"{what} must be timezone-aware, got naive {value.isoformat()}")
+
+
+@dataclass(frozen=True)
+class EventFact:
+    """One stored, already validated event."""
+
+    id: str
+    source: str
+    type: str
+    time: datetime
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _require_aware(self.time, f"event {self.id!r} time")
+
+
+@dataclass(frozen=True)
+class Terms:
+    """The contract terms the rules need. Any iterable of names is accepted."""
+
+    deadline: timedelta = DEFAULT_DEADLINE
+    supported_frameworks: frozenset[str] = DEFAULT_SUPPORTED_FRAMEWORKS
+    excluded_categories: frozenset[str] = DEFAULT_EXCLUDED_CATEGORIES
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.deadline, timedelta):
+            raise TypeError("deadline must be a timedelta")
+        if self.deadline < timedelta(0):
+            raise ValueError(f"deadline must not be negative, got {self.deadline}")
+        for name in ("supported_frameworks", "excluded_categories"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                raise TypeError(f"{name} must be a collection of names, not a string")
+            object.__setattr__(self, name, frozenset(value))
+
+
+@dataclass(frozen=True)
+class Detection:
+    """What the incident's earliest ``failure.detected`` says."""
+
+    time: datetime
+    trigger: str
+    category: str
+    scope: str
+    source: str
+    event_id: str
+
+
+# --- Contract years (SPEC 4.2) -------------------------------------------------------------
+
+
+def _add_years(start: date, years: int) -> date:
+    year = start.year + years
+    try:
+        return start.replace(year=year)
+    except ValueError:
+        # 29 February in a year without one.
+        return start.replace(year=year, day=28)
+
+
+def year_bounds(start: date, number: int) -> tuple[datetime, datetime]:
+    """Year ``number`` (from 1) as ``[begin, end)``, aware UTC datetimes at 00:00 UTC.
+
+    Both bounds are computed from the original start, so a 29 February start gives
+    28 February in years without one and 29 February again in leap years.
+    """
+    if isinstance(start, datetime) or not isinstance(start, date):
+        raise TypeError(f"start must be a date, not {type(start).__name__}")
+    if isinstance(number, bool) or not isinstance(number, int):
+        raise TypeError(f"year number must be an int, not {type(number).__name__}")
+    if number < 1:
+        raise ValueError(f"contract years are numbered from 1, got {number}")
+    begin = _add_years(start, number - 1)
+    end = _add_years(start, number)
+    return (
+        datetime(begin.year, begin.month, begin.day, tzinfo=UTC),
+        datetime(end.year, end.month, end.day, tzinfo=UTC),
+    )
+
+
+def year_number(start: date, years: int, instant: datetime) -> int | None:
+    """The contract year (1..years) containing ``instant`` (any offset), else None."""
+    _require_aware(instant, "instant")
+    if isinstance(start, datetime) or not isinstance(start, date):
+        raise TypeError(f"start must be a date, not {type(start).__name__}")
+    if years < 1:
+        return None
+    utc = instant.astimezone(UTC)
+    # Year k begins in calendar year start.year + k - 1, so only two candidates exist.
+    for number in (utc.year - start.year, utc.year - start.year + 1):
+        if 1 <= number <= years:
+            begin = _add_years(start, number - 1)
+            if utc.date() < begin:
+                continue
+            # Bounds are at 00:00 UTC, so comparing UTC dates is exact. An end past 9999
+            # cannot be represented, and every representable instant lies before it.
+            if start.year + number <= date.max.year and utc.date() >= _add_years(start, number):
+                continue
+            return number
+    return None
+
+
+# --- Incidents (SPEC 4.3) ------------------------------------------------------------------
+
+
+def _event_key(event: EventFact) -> tuple[datetime, str, str]:
+    # (time, id) as the SPEC says; source last only so that the order is total.
+    return (event.time, event.id, event.source)
+
+
+def detection(events: Iterable[EventFact]) -> Detection | None:
+    """The earliest ``failure.detected`` by (time, id); None when there is none."""
+    detected = [e for e in events if e.type == FAILURE_DETECTED]
+    if not detected:
+        return None
+    first = min(detected, key=_event_key)
+    return Detection(
+        time=first.time.astimezone(UTC),
+        trigger=first.data["trigger"],
+        category=first.data["category"],
+        scope=first.data.get("scope") or SCOPE_NODE,
+        source=first.source,
+        event_id=first.id,
+    )
+
+
+def resolution_deadline(detected_at: datetime, terms: Terms) -> datetime:
+    """The last instant at which a resume still counts as live (inclusive)."""
+    _require_aware(detected_at, "detection time")
+    return detected_at + terms.deadline
+
+
+def _steps_lost(event: EventFact) -> int:
+    value = event.data["steps_lost"]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"event {event.id!r}: steps_lost must be an integer, got {value!r}")
+    return value
+
+
+def outcome(
+    events: Iterable[EventFact],
+    *,
+    job_frameworks: Iterable[str],
+    terms: Terms,
+    now: datetime,
+) -> str | None:
+    """The incident's outcome by SPEC 4.3 (first rule that applies).
+
+    ``events`` are the incident's events; ``job_frameworks`` the frameworks reported by the
+    ``job.started`` events of its job (none reported counts as supported). Returns None when
+    there is no ``failure.detected`` yet. The result depends only on the set of events, not on
+    their order or repetition. Manual exclusions and overrides are the caller's business.
+    """
+    _require_aware(now, "now")
+    events = list(events)
+    found = detection(events)
+    if found is None:
+        return None
+
+    if found.trigger == TRIGGER_PLANNED:
+        return PLANNED
+
+    if (
+        found.scope == SCOPE_NETWORK_WIDE
+        or found.category in terms.excluded_categories
+        or any(fw and fw not in terms.supported_frameworks for fw in job_frameworks)
+    ):
+        return EXCLUDED
+
+    completed = [e for e in events if e.type == MIGRATION_COMPLETED]
+    if any(e.type == CHECKPOINT_RESTORED for e in events) or any(
+        _steps_lost(e) > 0 for e in completed
+    ):
+        return ROLLED_BACK
+
+    deadline = resolution_deadline(found.time, terms)
+    if any(_steps_lost(e) == 0 for e in completed) and any(
+        e.type == JOB_RESUMED and e.time <= deadline for e in events
+    ):
+        return LIVE_RESOLVED
+
+    if now > deadline:
+        return FAILED
+    return PENDING
+
+
+# --- Compliance (SPEC 4.4) -----------------------------------------------------------------
+
+
+def _check_counts(live_resolved: int, eligible: int) -> None:
+    for name, value in (("live_resolved", live_resolved), ("eligible", eligible)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+        if value < 0:
+            raise ValueError(f"{name} must not be negative, got {value}")
+    if live_resolved > eligible:
+        raise ValueError(f"live_resolved ({live_resolved}) exceeds eligible ({eligible})")
+
+
+def _exact(value: Decimal | int, what: str) -> Fraction:
+    if isinstance(value, bool) or not isinstance(value, Decimal | int):
+        raise TypeError(f"{what} must be a Decimal or int, not {type(value).__name__}")
+    if isinstance(value, Decimal) and not value.is_finite():
+        raise ValueError(f"{what} must be a finite number, got {value}")
+    return Fraction(value)
+
+
+def _target(target: Decimal | int) -> Fraction:
+    exact = _exact(target, "target")
+    if not 0 <= exact <= 100:
+        raise ValueError(f"target is a percentage between 0 and 100, got {target}")
+    return exact
+
+
+def _decimal(units: int, places: int) -> Decimal:
+    # Built from a string: exact whatever the decimal context's precision.
+    if places == 0:
+        return Decimal(units)
+    return Decimal(f"{units}E-{places}")
+
+
+def _round_half_up(value: Fraction, places: int) -> Decimal:
+    """``value`` rounded half away from zero to ``places`` decimals, exactly that many."""
+    scaled = abs(value) * 10**places
+    units = (2 * scaled.numerator + scaled.denominator) // (2 * scaled.denominator)
+    return _decimal(-units if value < 0 else units, places)
+
+
+def compliance(live_resolved: int, eligible: int) -> Decimal | None:
+    """live / eligible rounded half-up to 4 places (``Decimal("0.9412")``); None if eligible 0."""
+    _check_counts(live_resolved, eligible)
+    if eligible == 0:
+        return None
+    return _round_half_up(Fraction(live_resolved, eligible), 4)
+
+
+def meets(live_resolved: int, eligible: int, target: Decimal) -> bool:
+    """``100 × live ≥ target × eligible``, exactly; a year with nothing eligible meets it."""
+    _check_counts(live_resolved, eligible)
+    return 100 * live_resolved >= _target(target) * eligible
+
+
+def remaining_budget(live_resolved: int, eligible: int, target: Decimal) -> int | None:
+    """How many further non-live eligible failures the year absorbs and still meets.
+
+    The largest ``f ≥ 0`` with ``100 × live ≥ target × (eligible + f)``; 0 when the year
+    already misses (or would miss with one more); None when the target is 0 (unbounded).
+    """
+    _check_counts(live_resolved, eligible)
+    exact = _target(target)
+    if exact == 0:
+        return None
+    most = math.floor(100 * live_resolved / exact)
+    return max(0, most - eligible)
+
+
+def clopper_pearson(
+    successes: int, trials: int, confidence: Decimal | float = 0.95
+) -> tuple[float, float] | None:
+    """Exact (Clopper-Pearson) two-sided interval for a binomial rate; None if no trials."""
+    for name, value in (("successes", successes), ("trials", trials)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if not 0 <= successes <= trials:
+        raise ValueError(f"need 0 <= successes <= trials, got {successes} of {trials}")
+    level = float(confidence)
+    if not 0 < level < 1:
+        raise ValueError(f"confidence must be strictly between 0 and 1, got {confidence}")
+    if trials == 0:
+        return None
+
+    from scipy.stats import beta  # imported lazily: scipy is slow to import
+
+    alpha = 1 - level
+    lower = 0.0 if successes == 0 else float(beta.ppf(alpha / 2, successes, trials - successes + 1))
+    upper = (
+        1.0
+        if successes == trials
+        else float(beta.ppf(1 - alpha / 2, successes + 1, trials - successes))
+    )
+    return (lower, upper)
+
+
+# --- Money (SPEC 4.5) ----------------------------------------------------------------------
+
+# ISO 4217 minor units named by the SPEC; they win over the library.
+_MINOR_UNITS = {
+    "USD": 2,
+    "EUR": 2,
+    "GBP": 2,
+    "CHF": 2,
+    "JPY": 0,
+    "KRW": 0,
+    "KWD": 3,
+    "BHD": 3,
+    "JOD": 3,
+}
+
+# ISO 4217 codes with no minor unit ("N.A."): metals, funds, testing, "no currency".
+_NOT_MONEY = frozenset(
+    {"XAG", "XAU", "XBA", "XBB", "XBC", "XBD", "XDR", "XPD", "XPT", "XSU", "XTS", "XUA", "XXX"}
+)
+
+_CODE = re.compile(r"[A-Z]{3}")
+
+
+@cache
+def _known_currencies() -> frozenset[str]:
+    from babel.numbers import list_currencies
+
+    return frozenset(list_currencies())
+
+
+def minor_units(currency: str) -> int:
+    """Decimal places of the currency's minor unit; ValueError for an unknown code."""
+    if not isinstance(currency, str) or not _CODE.fullmatch(currency):
+        raise ValueError(f"{currency!r} is not an ISO 4217 currency code (three capitals)")
+    if currency in _MINOR_UNITS:
+        return _MINOR_UNITS[currency]
+    if currency in _NOT_MONEY or currency not in _known_currencies():
+        raise ValueError(f"unknown currency {currency!r}")
+    from babel.numbers import get_currency_precision
+
+    return get_currency_precision(currency)
+
+
+def _finite(value: Decimal | int, what: str) -> Decimal:
+    if isinstance(value, bool) or not isinstance(value, Decimal | int):
+        raise TypeError(f"{what} must be a Decimal, not {type(value).__name__}")
+    value = Decimal(value)
+    if not value.is_finite():
+        raise ValueError(f"{what} must be a finite number, got {value}")
+    return value
+
+
+def check_amount(value: Decimal, currency: str) -> None:
+    """Refuse (ValueError) an amount that is negative, not finite, or finer than the minor unit.
+
+    Trailing zeros are fine: ``Decimal("1000.100")`` USD is accepted.
+    """
+    places = minor_units(currency)
+    value = _finite(value, "amount")
+    if value < 0:
+        raise ValueError(f"amount must not be negative, got {value} {currency}")
+    _, digits, exponent = value.as_tuple()
+    extra = -exponent - places  # digits beyond the minor unit
+    if extra > 0 and any(digits[-extra:]):
+        unit = "whole units" if places == 0 else f"at most {places} decimal places"
+        raise ValueError(
+            f"{value} {currency} is not a whole number of the currency's minor unit "
+            f"({currency} takes {unit})"
+        )
+
+
+def credit_amount(credit_rate: Decimal, base_value: Decimal, currency: str) -> Decimal:
+    """``base × rate / 100`` (rate is a percentage), half-up to the currency's minor unit.
+
+    The result carries exactly the minor unit's decimals, so ``str()`` gives
+    ``"300000.00"``, ``"75000"`` or ``"1234.567"``.
+    """
+    places = minor_units(currency)
+    rate = _finite(credit_rate, "credit rate")
+    base = _finite(base_value, "base value")
+    if rate < 0:
+        raise ValueError(f"credit rate must not be negative, got {rate}")
+    if base < 0:
+        raise ValueError(f"base value must not be negative, got {base}")
+    return _round_half_up(Fraction(base) * Fraction(rate) / 100, places)
+
+
+def format_amount(value: Decimal, currency: str) -> str:
+    """``value`` written with exactly the currency's minor-unit decimals, rounded half-up."""
+    places = minor_units(currency)
+    return str(_round_half_up(Fraction(_finite(value, "amount")), places))
