@@ -57,9 +57,17 @@ def outsider(contract_factory):
 
 @pytest.fixture
 def api():
+    """An API client whose requests run their on-commit work (the Celery-eager fold) as a real
+    request would: tests run inside a transaction that never commits."""
+    from django.test import TestCase
     from rest_framework.test import APIClient
 
-    return APIClient()
+    class CommittingClient(APIClient):
+        def request(self, **kwargs):
+            with TestCase.captureOnCommitCallbacks(execute=True):
+                return super().request(**kwargs)
+
+    return CommittingClient()
 
 
 def post_events(api, key, events, *, single=False):

@@ -94,8 +94,8 @@ LOGIN_REDIRECT_URL = "portal:home"
 LOGOUT_REDIRECT_URL = "login"
 
 # Celery: with no broker, tasks run eagerly inside the request (the embedded default).
-CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")
-CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
+CELERY_TASK_ALWAYS_EAGER = not env_str("CELERY_BROKER_URL", "")
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "") or "memory://"
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True
