@@ -12,8 +12,13 @@ def _incident(subject, *, detected, resumed=None, steps_lost=0, category="gpu_xi
     ]  # fmt: skip
     if resumed:
         events.append(
-            cloud_event("migration.completed", subject=subject, time=resumed,
-                        steps_lost=steps_lost, duration_ms=1200)  # fmt: skip
+            cloud_event(
+                "migration.completed",
+                subject=subject,
+                time=resumed,
+                steps_lost=steps_lost,
+                duration_ms=1200,
+            )  # fmt: skip
         )
         events.append(cloud_event("job.resumed", subject=subject, time=resumed, step=5))
     return events
@@ -31,8 +36,9 @@ def _years(api, acme):
 def test_years_shape_and_counts(acme, api):
     events = (
         _incident("a", detected="2026-02-01T10:00:00Z", resumed="2026-02-01T10:05:00Z")
-        + _incident("b", detected="2026-02-02T10:00:00Z", resumed="2026-02-02T10:05:00Z",
-                    steps_lost=3)  # fmt: skip
+        + _incident(
+            "b", detected="2026-02-02T10:00:00Z", resumed="2026-02-02T10:05:00Z", steps_lost=3
+        )  # fmt: skip
         + _incident("c", detected="2026-02-03T10:00:00Z", category="sdc")
         + _incident("d", detected="2027-02-03T10:00:00Z")  # year 2, failed by now
     )
