@@ -67,12 +67,21 @@ def _facts(events: Iterable[Event]) -> list[rules.EventFact]:
     return [rules.EventFact(e.event_id, e.source, e.type, e.time, e.data) for e in events]
 
 
-def contract_for(cluster: Cluster, instant: datetime) -> tuple[Contract, int] | tuple[None, None]:
-    for contract in cluster.contracts.all().order_by("start"):
+def contract_for(
+    contracts: list[Contract], instant: datetime
+) -> tuple[Contract | None, int | None]:
+    """The contract (of a cluster's `contracts`) whose term holds `instant`, with the year."""
+    for contract in contracts:
         number = rules.year_number(contract.start, contract.years, instant)
         if number is not None:
             return contract, number
     return None, None
+
+
+INCIDENT_FIELDS = [
+    "source", "contract", "year_number", "detected_at", "deadline_at", "trigger", "category",
+    "scope", "computed_outcome", "outcome", "downtime_ms", "gpus", "updated",
+]  # fmt: skip
 
 
 def refresh_incidents(cluster: Cluster, subjects: Iterable[str], now: datetime) -> set:
@@ -87,41 +96,48 @@ def refresh_incidents(cluster: Cluster, subjects: Iterable[str], now: datetime) 
     existing = {
         i.subject: i for i in Incident.objects.filter(cluster=cluster, subject__in=subjects)
     }
+    sources = {e.source for events in by_subject.values() for e in events}
+    jobs = {job.source: job for job in Job.objects.filter(source__in=sources)}
+    contracts = list(cluster.contracts.order_by("start"))
+    new, changed = [], []
     for subject, events in by_subject.items():
-        incident = existing.get(subject) or Incident(cluster=cluster, subject=subject)
-        if incident.contract_id:
+        incident = existing.get(subject)
+        if incident is None:
+            incident = Incident(cluster=cluster, subject=subject)
+            new.append(incident)
+        else:
+            changed.append(incident)
             touched.add((incident.contract_id, incident.year_number))
-        _recompute(incident, _facts(events), now)
-        incident.save()
-        if incident.contract_id:
-            touched.add((incident.contract_id, incident.year_number))
-    return touched
+        _recompute(incident, _facts(events), jobs, contracts, now)
+        incident.updated = now
+        touched.add((incident.contract_id, incident.year_number))
+    Incident.objects.bulk_create(new, batch_size=1000)
+    Incident.objects.bulk_update(changed, INCIDENT_FIELDS, batch_size=1000)
+    return {pair for pair in touched if pair[0] is not None}
 
 
-def _recompute(incident: Incident, facts: list[rules.EventFact], now: datetime) -> None:
+def _recompute(incident: Incident, facts: list[rules.EventFact], jobs: dict[str, Job],
+               contracts: list[Contract], now: datetime) -> None:  # fmt: skip
     found = rules.detection(facts)
     resumes = [f for f in facts if f.type == rules.JOB_RESUMED]
     incident.downtime_ms = max((f.data.get("downtime_ms") or 0 for f in resumes), default=None)
-    if found is None:
-        incident.source = ""
-        incident.contract, incident.year_number = None, None
-        incident.detected_at = incident.deadline_at = None
-        incident.trigger = incident.category = incident.scope = None
-        incident.computed_outcome = incident.outcome = None
-        incident.gpus = None
-        return
-    job = Job.objects.filter(source=found.source).first()
-    incident.source = found.source
+    incident.source = found.source if found else ""
+    job = jobs.get(incident.source)
     incident.gpus = job.gpus if job else None
-    incident.detected_at = found.time
-    incident.trigger, incident.category, incident.scope = found.trigger, found.category, found.scope
-    contract, number = contract_for(incident.cluster, found.time)
-    incident.contract, incident.year_number = contract, number
-    if contract is None:
-        incident.deadline_at = None
-        incident.computed_outcome = incident.outcome = None
+    incident.contract, incident.year_number = (
+        contract_for(contracts, found.time) if found else (None, None)
+    )
+    if found is None:
+        incident.detected_at = None
+        incident.trigger = incident.category = incident.scope = None
+    else:
+        incident.detected_at = found.time
+        incident.trigger, incident.category = found.trigger, found.category
+        incident.scope = found.scope
+    if incident.contract is None:
+        incident.deadline_at = incident.computed_outcome = incident.outcome = None
         return
-    terms = terms_of(contract)
+    terms = terms_of(incident.contract)
     incident.deadline_at = rules.resolution_deadline(found.time, terms)
     incident.computed_outcome = rules.outcome(
         facts, job_frameworks=job.frameworks if job else (), terms=terms, now=now

@@ -10,18 +10,15 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 from yoco.guarantee import rules
-
-TRIGGERS = ("unplanned", "preemptive", "planned")
-CATEGORIES = (
-    "gpu_xid", "gpu_ecc", "gpu_thermal", "gpu_hang", "nvlink", "pcie", "node_crash",
-    "host_memory", "power", "network_link", "storage", "software_infra", "software_user",
-    "sdc", "maintenance", "unknown",
-)  # fmt: skip
-SCOPES = ("node", "network_wide")
-MODES = ("model_aware", "transparent")
-STATE_SOURCES = ("self", "replica", "mirror")
-JOB_STATUSES = ("completed", "failed", "cancelled")
-FRAMEWORKS = ("torchtitan", "megatron-lm", "deepspeed", "pytorch")
+from yoco.guarantee.rules import (
+    CATEGORIES,
+    FRAMEWORKS,
+    JOB_STATUSES,
+    MODES,
+    SCOPES,
+    STATE_SOURCES,
+    TRIGGERS,
+)
 
 # Field kinds: ("int",) a JSON integer >= 0; ("str",) a string; ("enum", values); ("obj", fields)
 INT, STR = ("int",), ("str",)
@@ -74,10 +71,7 @@ DATA_FIELDS: dict[str, dict[str, tuple[tuple, bool]]] = {
     },
     rules.JOB_RESUMED: {"step": (INT, True), "downtime_ms": (INT, False)},
 }
-SUBJECT_REQUIRED = {
-    rules.FAILURE_DETECTED, rules.MIGRATION_STARTED, rules.MIGRATION_COMPLETED,
-    rules.MIGRATION_FAILED, rules.CHECKPOINT_RESTORED, rules.JOB_RESUMED,
-}  # fmt: skip
+SUBJECT_REQUIRED = frozenset(rules.INCIDENT_EVENT_TYPES)
 
 SOURCE_RE = re.compile(r"^/clusters/(?P<cluster>[^/\s]+)/jobs/(?P<job>[^/\s]+)$")
 TIME_RE = re.compile(

@@ -58,18 +58,6 @@ INCIDENT_EVENT_TYPES = (
     JOB_RESUMED,
 )
 
-# Required ``data`` fields per type (SPEC 3, bold).
-REQUIRED_DATA_FIELDS: Mapping[str, tuple[str, ...]] = {
-    JOB_STARTED: ("framework", "world_size"),
-    JOB_FINISHED: ("status",),
-    FAILURE_DETECTED: ("trigger", "category"),
-    MIGRATION_STARTED: ("mode", "state_source"),
-    MIGRATION_COMPLETED: ("steps_lost", "duration_ms"),
-    MIGRATION_FAILED: ("reason",),
-    CHECKPOINT_RESTORED: ("steps_lost",),
-    JOB_RESUMED: ("step",),
-}
-
 FRAMEWORKS = ("torchtitan", "megatron-lm", "deepspeed", "pytorch")
 MODES = ("model_aware", "transparent")
 STATE_SOURCES = ("self", "replica", "mirror")
