@@ -35,6 +35,7 @@ INSTALLED_APPS = [
     "yoco.accounts",
     "yoco.events",
     "yoco.guarantee",
+    "yoco.portal",
 ]
 
 MIDDLEWARE = [

@@ -1,8 +1,10 @@
 from django.contrib import admin
-from django.urls import path
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
 from yoco.events.api.views import EventIngestView, IncidentListView
+from yoco.guarantee.api.billing import BillingCreditAckView, BillingCreditListView
 from yoco.guarantee.api.views import ContractYearsView
 
 api_v1 = [
@@ -13,10 +15,19 @@ api_v1 = [
         ContractYearsView.as_view(),
         name="api-contract-years",
     ),
+    path("api/v1/billing/credits", BillingCreditListView.as_view(), name="api-billing-credits"),
+    path(
+        "api/v1/billing/credits/<int:credit_id>/ack",
+        BillingCreditAckView.as_view(),
+        name="api-billing-credit-ack",
+    ),
     path("api/v1/schema", SpectacularAPIView.as_view(), name="api-schema"),
 ]
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     *api_v1,
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("", include("yoco.portal.urls")),
 ]

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from yoco.accounts.models import Cluster
@@ -63,10 +64,6 @@ def fold_jobs(cluster: Cluster, sources: Iterable[str]) -> set[str]:
     return changed
 
 
-def _facts(events: Iterable[Event]) -> list[rules.EventFact]:
-    return [rules.EventFact(e.event_id, e.source, e.type, e.time, e.data) for e in events]
-
-
 def contract_for(
     contracts: list[Contract], instant: datetime
 ) -> tuple[Contract | None, int | None]:
@@ -108,11 +105,15 @@ def refresh_incidents(cluster: Cluster, subjects: Iterable[str], now: datetime) 
         else:
             changed.append(incident)
             touched.add((incident.contract_id, incident.year_number))
-        _recompute(incident, _facts(events), jobs, contracts, now)
+        _recompute(incident, [e.as_fact() for e in events], jobs, contracts, now)
         incident.updated = now
         touched.add((incident.contract_id, incident.year_number))
     Incident.objects.bulk_create(new, batch_size=1000)
     Incident.objects.bulk_update(changed, INCIDENT_FIELDS, batch_size=1000)
+    # An override made while this fold ran wins: the effective outcome follows it in SQL.
+    Incident.objects.filter(
+        pk__in=[i.pk for i in changed], override_outcome__isnull=False
+    ).update(outcome=F("override_outcome"))
     return {pair for pair in touched if pair[0] is not None}
 
 

@@ -9,11 +9,10 @@ Folding the stored events into jobs and incidents runs after commit, as a Celery
 
 import hashlib
 import json
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from yoco.accounts.models import Cluster
@@ -78,48 +77,28 @@ def ingest_events(cluster: Cluster, events: list[Any]) -> IngestResult:
     return IngestResult(results=answer)  # type: ignore[arg-type]
 
 
-def _store(cluster, valid, answer) -> None:
-    batch = uuid.uuid4()
+def _store(cluster: Cluster, valid, answer) -> None:
     now = timezone.now()
+    first: dict[tuple[str, str], tuple[int, dict]] = {}  # key → (index, raw) of its first copy
     rows = []
-    first_in_batch: dict[tuple[str, str], int] = {}
-    repeats: list[tuple[int, dict, ParsedEvent]] = []
     for index, raw, parsed in valid:
         key = (parsed.source, parsed.id)
-        if key in first_in_batch:
-            repeats.append((index, raw, parsed))
-            continue
-        first_in_batch[key] = index
-        rows.append(
-            Event(
-                cluster=cluster,
-                source=parsed.source,
-                event_id=parsed.id,
-                type=parsed.type,
-                time=parsed.time,
-                subject=parsed.subject,
-                data=parsed.data,
-                raw=raw,
-                content_hash=content_hash(raw),
-                received_at=now,
-                ingest_batch=batch,
-            )
-        )
+        if key not in first:
+            first[key] = (index, raw)
+            rows.append(
+                (cluster.pk, parsed.source, parsed.id, parsed.type, parsed.time, parsed.subject,
+                 raw, content_hash(raw), now)
+            )  # fmt: skip
 
     with transaction.atomic():
-        Event.objects.bulk_create(rows, ignore_conflicts=True, batch_size=1000)
-        inserted = set(Event.objects.filter(ingest_batch=batch).values_list("source", "event_id"))
-        existing = {}
-        missing = [(r.source, r.event_id) for r in rows if (r.source, r.event_id) not in inserted]
-        if missing or repeats:
-            keys = missing + [(p.source, p.id) for _, _, p in repeats]
-            for source, event_id, raw in _stored_raw(keys):
-                existing[(source, event_id)] = raw
+        inserted = _insert_new(rows)
+        stored = {key: first[key][1] for key in inserted}
+        stored.update(_stored_raw(set(first) - inserted))
         for index, raw, parsed in valid:
             key = (parsed.source, parsed.id)
-            if key in inserted and first_in_batch[key] == index:
+            if key in inserted and first[key][0] == index:
                 answer[index] = _result(index, raw, ACCEPTED)
-            elif existing.get(key) == raw:
+            elif stored.get(key) == raw:
                 answer[index] = _result(index, raw, DUPLICATE)
             else:
                 answer[index] = _result(
@@ -132,19 +111,49 @@ def _store(cluster, valid, answer) -> None:
         if inserted:
             from yoco.events.tasks import fold_events_task
 
-            subjects = sorted(
-                {p.subject for _, _, p in valid if p.subject and (p.source, p.id) in inserted}
-            )
-            sources = sorted({p.source for _, _, p in valid if (p.source, p.id) in inserted})
+            new = [p for _, _, p in valid if (p.source, p.id) in inserted]
+            subjects = sorted({p.subject for p in new if p.subject})
+            sources = sorted({p.source for p in new})
             transaction.on_commit(lambda: fold_events_task.delay(cluster.pk, subjects, sources))
 
 
-def _stored_raw(keys: list[tuple[str, str]]):
+COLUMNS = ("cluster_id", "source", "event_id", "type", "time", "subject", "raw", "content_hash",
+           "received_at")  # fmt: skip
+ROWS_PER_STATEMENT = 1000
+
+
+def _insert_new(rows: list[tuple]) -> set[tuple[str, str]]:
+    """INSERT … ON CONFLICT DO NOTHING RETURNING: the keys that went in. The unique constraint
+    decides, inside this transaction; PostgreSQL and SQLite (3.35+) both speak it."""
+    table = Event._meta.db_table
+    ops = connection.ops
+    placeholder = "(" + ", ".join(["%s"] * len(COLUMNS)) + ")"
+    inserted: set[tuple[str, str]] = set()
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), ROWS_PER_STATEMENT):
+            chunk = rows[start : start + ROWS_PER_STATEMENT]
+            params: list = []
+            for cluster_id, source, event_id, type_, time, subject, raw, digest, now in chunk:
+                params += [
+                    cluster_id, source, event_id, type_, ops.adapt_datetimefield_value(time),
+                    subject, json.dumps(raw), digest, ops.adapt_datetimefield_value(now),
+                ]  # fmt: skip
+            cursor.execute(
+                f"INSERT INTO {table} ({', '.join(COLUMNS)}) VALUES "
+                + ", ".join([placeholder] * len(chunk))
+                + " ON CONFLICT (source, event_id) DO NOTHING RETURNING source, event_id",
+                params,
+            )
+            inserted.update((source, event_id) for source, event_id in cursor.fetchall())
+    return inserted
+
+
+def _stored_raw(keys) -> dict[tuple[str, str], dict]:
     by_source: dict[str, list[str]] = {}
     for source, event_id in keys:
         by_source.setdefault(source, []).append(event_id)
+    stored = {}
     for source, ids in by_source.items():
-        for event_id, raw in Event.objects.filter(source=source, event_id__in=ids).values_list(
-            "event_id", "raw"
-        ):
-            yield source, event_id, raw
+        rows = Event.objects.filter(source=source, event_id__in=ids).values_list("event_id", "raw")
+        stored.update(((source, event_id), raw) for event_id, raw in rows)
+    return stored

@@ -1,0 +1,291 @@
+"""Account-team admin: contracts, their years and credits, and the audit history.
+
+Read-only pages with admin actions; every action is a `do_*` function of
+`yoco.guarantee.actions` (one transaction, its audit record inside it). Credits and audit
+records can never be deleted; audit records cannot be changed either."""
+
+from decimal import Decimal
+
+from django import forms
+from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html
+
+from yoco.guarantee import actions, rules
+from yoco.guarantee.models import AuditRecord, Contract, ContractYear, Credit
+from yoco.lib.admin import ReadOnlyAdmin, ReasonForm, apply_each, ask_then_apply, audit_history
+
+
+def _link(obj, label=None):
+    if obj is None:
+        return "—"
+    opts = obj._meta
+    url = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk])
+    return format_html('<a href="{}">{}</a>', url, label or str(obj))
+
+
+class ContractYearInline(admin.TabularInline):
+    model = ContractYear
+    fields = ["number", "start", "end", "state", "counts", "needs_review", "closed_at"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Contract)
+class ContractAdmin(ReadOnlyAdmin):
+    """Contracts are made with `manage.py create_contract` (it prints the keys once)."""
+
+    list_display = ["id", "customer", "start", "years", "annual", "target", "credit_rate"]
+    list_filter = ["currency"]
+    search_fields = ["customer__name", "clusters__name"]
+    list_select_related = ["customer"]
+    fields = [
+        "customer",
+        "cluster_list",
+        "start",
+        "years",
+        "annual",
+        "target",
+        "credit_rate",
+        "deadline_minutes",
+        "grace_days",
+        "frameworks",
+        "excluded_categories",
+        "checkpoint_interval_minutes",
+        "restart_minutes",
+        "gpu_hour_price",
+        "created",
+        "history",
+    ]
+    readonly_fields = fields
+    inlines = [ContractYearInline]
+
+    @admin.display(description="annual value")
+    def annual(self, contract):
+        value = rules.format_amount(Decimal(contract.annual_value), contract.currency)
+        return f"{value} {contract.currency}"
+
+    @admin.display(description="clusters")
+    def cluster_list(self, contract):
+        return format_html(
+            "{}",
+            ", ".join(c.name for c in contract.clusters.all()) or "—",
+        )
+
+    @admin.display(description="audit history")
+    def history(self, contract):
+        return audit_history("Contract", contract.pk)
+
+
+@admin.register(ContractYear)
+class ContractYearAdmin(ReadOnlyAdmin):
+    list_display = ["__str__", "number", "start", "end", "state", "needs_review", "credit"]
+    list_filter = ["state", "needs_review"]
+    search_fields = ["contract__customer__name"]
+    list_select_related = ["contract__customer"]
+    fields = [
+        "contract",
+        "number",
+        "start",
+        "end",
+        "state",
+        "counts",
+        "closed_at",
+        "needs_review",
+        "review_note",
+        "credit",
+        "history",
+    ]
+    readonly_fields = fields
+    actions = ["close_year", "reopen_year"]
+
+    @admin.display(description="credit")
+    def credit(self, year):
+        credits = list(year.credits.all())
+        live = [c for c in credits if c.state != Credit.VOIDED]
+        return _link((live or credits or [None])[-1])
+
+    @admin.display(description="audit history")
+    def history(self, year):
+        return audit_history("ContractYear", year.pk)
+
+    @admin.action(description="Close (freeze the result, earn the credit of a miss)")
+    def close_year(self, request, queryset):
+        def apply(year):
+            if actions.do_close_year_now(year, actor=request.user):
+                return "closed"
+            return "was not open"
+
+        apply_each(self, request, queryset, apply)
+
+    @admin.action(description="Reopen (reason required)")
+    def reopen_year(self, request, queryset):
+        def apply(year, data):
+            actions.do_reopen_year(year, reason=data["reason"], actor=request.user)
+            return "reopened"
+
+        return ask_then_apply(
+            self,
+            request,
+            queryset,
+            form_class=ReasonForm,
+            title="Reopen the year",
+            description=(
+                "The year's result is live again until it is closed once more. Its credit, if "
+                "earned or approved, is voided (closing again earns a fresh one if it still "
+                "misses); a year whose credit is exported cannot be reopened."
+            ),
+            apply=apply,
+        )
+
+
+class BookOrderForm(ReasonForm):
+    order_value = forms.DecimalField(
+        min_value=0,
+        max_digits=20,
+        decimal_places=6,
+        help_text="The renewal or expansion order's value, in the credit's currency.",
+    )
+    field_order = ["order_value", "reason"]
+    reason = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2, "cols": 60}),
+        help_text="Optional: the order's reference.",
+    )
+
+
+class OptionalReasonForm(forms.Form):
+    reason = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 2, "cols": 60}), help_text="Optional."
+    )
+
+
+@admin.register(Credit)
+class CreditAdmin(ReadOnlyAdmin):
+    list_display = [
+        "id",
+        "customer",
+        "contract_year",
+        "state",
+        "shown_amount",
+        "basis",
+        "changed_by",
+        "change_seq",
+    ]
+    list_filter = ["state", "basis", "currency"]
+    search_fields = ["contract_year__contract__customer__name"]
+    list_select_related = ["contract_year__contract__customer", "amount_changed_by"]
+    fields = [
+        "contract_year",
+        "state",
+        "shown_amount",
+        "basis",
+        "order_value",
+        "changed_by",
+        "evidence",
+        "change_seq",
+        "created",
+        "history",
+    ]
+    readonly_fields = fields
+    actions = ["approve", "void", "book_order"]
+
+    @admin.display(description="customer")
+    def customer(self, credit):
+        return credit.contract_year.contract.customer
+
+    @admin.display(description="amount")
+    def shown_amount(self, credit):
+        return f"{rules.format_amount(Decimal(credit.amount), credit.currency)} {credit.currency}"
+
+    @admin.display(description="amount set by")
+    def changed_by(self, credit):
+        return credit.amount_changed_by or "system (annual value estimate)"
+
+    @admin.display(description="audit history")
+    def history(self, credit):
+        return audit_history("Credit", credit.pk)
+
+    @admin.action(description="Approve (four-eyes: not the person who set the amount)")
+    def approve(self, request, queryset):
+        def apply(credit, data):
+            actions.do_approve_credit(credit, reason=data["reason"], actor=request.user)
+            return "approved"
+
+        return ask_then_apply(
+            self,
+            request,
+            queryset,
+            form_class=OptionalReasonForm,
+            title="Approve credits",
+            description=(
+                "Four-eyes: you cannot approve a credit whose amount you set. A credit earned by "
+                "the system on the annual value may be approved by any account-team member."
+            ),
+            apply=apply,
+        )
+
+    @admin.action(description="Void (reason required)")
+    def void(self, request, queryset):
+        def apply(credit, data):
+            actions.do_void_credit(credit, reason=data["reason"], actor=request.user)
+            return "voided"
+
+        return ask_then_apply(
+            self,
+            request,
+            queryset,
+            form_class=ReasonForm,
+            title="Void credits",
+            description="An exported credit is never changed.",
+            apply=apply,
+        )
+
+    @admin.action(description="Book the renewal/expansion order value")
+    def book_order(self, request, queryset):
+        def apply(credit, data):
+            credit = actions.do_book_order(
+                credit, order_value=data["order_value"], reason=data["reason"], actor=request.user
+            )
+            amount = rules.format_amount(Decimal(credit.amount), credit.currency)
+            return f"amount now {amount} {credit.currency}; someone else must approve it"
+
+        return ask_then_apply(
+            self,
+            request,
+            queryset,
+            form_class=BookOrderForm,
+            title="Book the order value",
+            description=(
+                "The credit becomes credit rate × order value and goes back to earned; another "
+                "account-team member must approve it."
+            ),
+            apply=apply,
+        )
+
+
+@admin.register(AuditRecord)
+class AuditRecordAdmin(ReadOnlyAdmin):
+    list_display = ["id", "at", "actor_label", "action", "object_type", "object_id", "reason"]
+    list_filter = ["action", "object_type"]
+    search_fields = ["object_id", "actor_label", "reason"]
+    fields = [
+        "at",
+        "actor_label",
+        "action",
+        "object_type",
+        "object_id",
+        "reason",
+        "before",
+        "after",
+    ]
+    readonly_fields = fields
+    show_full_result_count = False

@@ -1,0 +1,125 @@
+"""What the account team's admin pages share.
+
+The admin never writes a model itself: every change is a `do_*` action (one transaction with
+its audit record). So the model admins here are read-only views with admin actions; an action
+that needs a reason or a value asks for it on an intermediate form first.
+"""
+
+from django import forms
+from django.contrib import admin, messages
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.html import format_html, format_html_join
+
+from yoco.guarantee.actions import ActionError
+
+
+class ReasonForm(forms.Form):
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
+        help_text="Why: kept in the audit history.",
+    )
+
+
+def ask_then_apply(modeladmin, request, queryset, *, form_class, title, description, apply):
+    """Show `form_class` for the selected objects; on submit call `apply(obj, cleaned_data)`.
+
+    `apply` returns a message to show (or None); an ActionError is shown as an error and the
+    other objects still go through."""
+    form = form_class(request.POST if "apply" in request.POST else None)
+    if "apply" in request.POST and form.is_valid():
+        for obj in queryset:
+            try:
+                message = apply(obj, form.cleaned_data)
+            except ActionError as exc:
+                modeladmin.message_user(request, f"{obj}: {exc}", messages.ERROR)
+            else:
+                if message:
+                    modeladmin.message_user(request, f"{obj}: {message}", messages.SUCCESS)
+        return None  # back to the change list
+    return TemplateResponse(
+        request,
+        "admin/yoco/action_form.html",
+        {
+            **modeladmin.admin_site.each_context(request),
+            "title": title,
+            "description": description,
+            "form": form,
+            "queryset": queryset,
+            "action": request.POST.get("action"),
+            "opts": modeladmin.model._meta,
+        },
+    )
+
+
+def apply_each(modeladmin, request, queryset, apply):
+    """Call `apply(obj)` for each selected object, reporting each result or refusal."""
+    for obj in queryset:
+        try:
+            message = apply(obj)
+        except ActionError as exc:
+            modeladmin.message_user(request, f"{obj}: {exc}", messages.ERROR)
+        else:
+            if message:
+                modeladmin.message_user(request, f"{obj}: {message}", messages.SUCCESS)
+
+
+def show_key_once(modeladmin, request, label: str, key: str) -> None:
+    modeladmin.message_user(
+        request,
+        f"{label}: {key} — copy it now: it is stored hashed and will not be shown again.",
+        messages.WARNING,
+    )
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """View pages only: changes happen through the admin actions (the `do_*` functions)."""
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions
+
+
+def audit_history(object_type: str, object_id) -> str:
+    """The object's audit records as an HTML table, newest first, with a link to all of them."""
+    from yoco.guarantee.models import AuditRecord
+
+    records = AuditRecord.objects.filter(object_type=object_type, object_id=str(object_id))[:50]
+    link = (
+        reverse("admin:guarantee_auditrecord_changelist")
+        + f"?object_type={object_type}&object_id={object_id}"
+    )
+    if not records:
+        return format_html('<a href="{}">no audit records</a>', link)
+    rows = format_html_join(
+        "",
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td>"
+        "<td><code>{}</code></td></tr>",
+        (
+            (
+                f"{r.at:%Y-%m-%d %H:%M:%S}",
+                r.actor_label,
+                r.action,
+                r.reason,
+                r.before,
+                r.after,
+            )
+            for r in records
+        ),
+    )
+    return format_html(
+        "<table><thead><tr><th>when</th><th>who</th><th>what</th><th>why</th><th>before</th>"
+        '<th>after</th></tr></thead><tbody>{}</tbody></table><a href="{}">all records</a>',
+        rows,
+        link,
+    )
