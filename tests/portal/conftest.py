@@ -1,0 +1,94 @@
+"""Portal fixtures: two customers with data, and a client per kind of visitor."""
+
+import pytest
+from django.test import Client
+
+PASSWORD = "demo-password-1"
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """PBKDF2's deliberate slowness is not under test here."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    settings.YOCO_PORTAL_CACHE_SECONDS = 0  # every request computes its charts
+
+
+@pytest.fixture
+def demo(db):
+    """Acme AI (users ada = owner, grace = teammate, ops = staff) with 300 incidents."""
+    from yoco.portal.demo import seed_portal_demo
+
+    return seed_portal_demo(incidents=300, password=PASSWORD)
+
+
+@pytest.fixture
+def other(demo):
+    """Another customer (Other Labs, user olga) with its own contract, incidents and credit."""
+    from yoco.portal.demo import seed_portal_demo
+
+    return seed_portal_demo(
+        customer_name="Other Labs",
+        cluster_name="north",
+        incidents=40,
+        password=PASSWORD,
+        usernames=("olga", "oscar"),
+        staff_username=None,
+        showcase=True,
+        seed=11,
+    )
+
+
+def login(username):
+    client = Client()
+    assert client.login(username=username, password=PASSWORD)
+    return client
+
+
+@pytest.fixture
+def owner(demo):
+    return login("ada")
+
+
+@pytest.fixture
+def teammate(demo):
+    return login("grace")
+
+
+@pytest.fixture
+def outsider(other):
+    return login("olga")
+
+
+@pytest.fixture
+def anonymous():
+    return Client()
+
+
+def portal_urls(data):
+    """Every portal page and download of one customer's data set."""
+    show = data.showcase
+    return [
+        "/",
+        f"/?contract={data.contract.pk}&year=1",
+        f"/contracts/{data.contract.pk}/",
+        "/incidents/",
+        f"/incidents/?contract={data.contract.pk}&outcome=live_resolved",
+        *(f"/incidents/{incident.pk}/" for incident in show.values()),
+        "/incidents.csv",
+        f"/incidents.csv?contract={data.contract.pk}",
+        "/years.csv",
+        f"/years.csv?contract={data.contract.pk}",
+    ]
+
+
+def private_urls(data):
+    """The pages that name one of the customer's objects: 404 for anyone else."""
+    return [
+        f"/contracts/{data.contract.pk}/",
+        *(f"/incidents/{incident.pk}/" for incident in data.showcase.values()),
+    ]
+
+
+def body(response) -> str:
+    content = b"".join(response.streaming_content) if response.streaming else response.content
+    return content.decode()
