@@ -1,0 +1,78 @@
+"""Periodic checkpoints with torch.distributed.checkpoint: the fallback when no live copy of the
+state exists or no spare is left (SPEC 2.3). Restoring one is a rollback and is reported as one.
+
+Layout, one directory per step:
+
+    step_00000040/replicated/   model, optimizer, scheduler, extras (written by rank 0)
+    step_00000040/rank_3/       that rank's RNG streams and data position
+    step_00000040/COMPLETE      written by rank 0 once every rank has written its part
+
+Each part is a DCP checkpoint of tensors only (the state's skeleton is stored as a uint8 tensor
+beside them), so it loads without a pre-built template, e.g. into a freshly started process.
+"""
+
+from __future__ import annotations
+
+import pickle
+import shutil
+from pathlib import Path
+
+import torch
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import FileSystemReader
+
+from agent.state import flatten, unflatten
+
+SKELETON_KEY = "skeleton"
+
+
+def step_dir(root: Path, step: int) -> Path:
+    return Path(root) / f"step_{step:08d}"
+
+
+def _save(obj, path: Path) -> None:
+    skeleton, tensors = flatten(obj)
+    state = {f"t{i}": t.detach().cpu() for i, t in enumerate(tensors)}
+    state[SKELETON_KEY] = torch.frombuffer(bytearray(pickle.dumps(skeleton)), dtype=torch.uint8)
+    dcp.save(state, checkpoint_id=str(path), no_dist=True)
+
+
+def _load(path: Path):
+    metadata = FileSystemReader(str(path)).read_metadata()
+    template = {
+        key: torch.empty(tuple(meta.size), dtype=meta.properties.dtype)
+        for key, meta in metadata.state_dict_metadata.items()
+    }
+    dcp.load(template, checkpoint_id=str(path), no_dist=True)
+    skeleton = pickle.loads(template.pop(SKELETON_KEY).numpy().tobytes())
+    return unflatten(skeleton, [template[f"t{i}"] for i in range(len(template))])
+
+
+def save_replicated(root: Path, step: int, state: dict) -> None:
+    _save(state, step_dir(root, step) / "replicated")
+
+
+def save_per_rank(root: Path, step: int, rank: int, state: dict) -> None:
+    _save(state, step_dir(root, step) / f"rank_{rank}")
+
+
+def mark_complete(root: Path, step: int, keep: int) -> None:
+    (step_dir(root, step) / "COMPLETE").touch()
+    complete = sorted(p.parent for p in Path(root).glob("step_*/COMPLETE"))
+    for old in complete[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def newest_complete(root: Path | None) -> int | None:
+    if root is None or not Path(root).is_dir():
+        return None
+    steps = [int(p.parent.name.split("_")[1]) for p in Path(root).glob("step_*/COMPLETE")]
+    return max(steps, default=None)
+
+
+def load_replicated(root: Path, step: int) -> dict:
+    return _load(step_dir(root, step) / "replicated")
+
+
+def load_per_rank(root: Path, step: int, rank: int) -> dict:
+    return _load(step_dir(root, step) / f"rank_{rank}")

@@ -1,0 +1,780 @@
+"""The coordinator: membership, failure detection, and the migrations that follow.
+
+It owns the TCPStore every process group rendezvouses on and a control port every process keeps
+one connection to. Everything it learns (a message, a closed connection, a silent heartbeat, an
+operator's drain) arrives in one inbox and is handled by one thread, so the recovery procedure
+reads top to bottom:
+
+    detect  ->  quiesce (abort the step in flight, or pause at the next boundary)
+            ->  stream state: spare <- the worker itself or a replica, per-rank state from a mirror
+            ->  re-form the group at the same world size and rank order  ->  resume
+
+and falls back to the newest checkpoint when no live copy or no spare is left.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import json
+import os
+import queue
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch.distributed as dist
+
+from agent import checkpoint
+from agent.events import EventFactory, new_incident_id
+from agent.protocol import Channel, ChannelClosed
+from agent.reporter import EventSink
+
+# Reports a quiesced worker sends; each says "I am at a step boundary, waiting for orders".
+QUIESCED = {"stalled", "paused", "finished"}
+
+
+class JobFailed(RuntimeError):
+    pass
+
+
+@dataclass
+class Settings:
+    world_size: int
+    host: str = "0.0.0.0"
+    advertise: str = "127.0.0.1"  # the address processes use to reach us
+    port: int = 0
+    store_port: int = 0
+    cluster: str = "local"
+    job: str = "job"
+    model: str = ""
+    heartbeat_interval_s: float = 0.1
+    heartbeat_timeout_s: float = 1.0  # a silent process is declared dead after this
+    join_timeout_s: float = 60.0
+    collective_timeout_s: float = 30.0
+    transfer_timeout_s: float = 120.0
+    checkpoint_dir: str | None = None
+    checkpoint_every: int = 0
+    checkpoint_keep: int = 2
+    health: dict = field(default_factory=dict)
+    status_file: str | None = None
+
+
+@dataclass
+class Member:
+    id: int
+    channel: Channel
+    pid: int
+    node: str
+    device: str
+    role: str  # worker | spare | retired | dead
+    rank: int | None = None
+    step: int = 0
+    last_seen: float = field(default_factory=time.monotonic)
+    ready: bool = False
+    state_bytes: int = 0
+    report: dict | None = None  # the last quiesced report in a recovery
+    replies: dict = field(default_factory=dict)  # transfer id -> "sent"/"loaded" reply
+    fatal_alarm: dict | None = None
+    last_alarm: dict | None = None  # the newest health alarm (for `yoco-agent status`)
+
+    @property
+    def alive(self) -> bool:
+        return self.role not in ("dead", "retired")
+
+
+@dataclass
+class Failure:
+    """One incident: a rank that must get a new home."""
+
+    rank: int
+    member: Member
+    trigger: str
+    category: str
+    detail: str
+    xid: int | None = None
+    incident: str = field(default_factory=new_incident_id)
+    detected: float = field(default_factory=time.monotonic)
+    target: Member | None = None
+    nbytes: int = 0
+    transfer_ms: float = 0.0
+
+
+class Coordinator:
+    def __init__(
+        self,
+        settings: Settings,
+        sink: EventSink,
+        spawn: Callable[[], None] | None = None,
+        kill: Callable[[int], None] | None = None,
+    ):
+        self.settings = settings
+        self.sink = sink
+        self.events = EventFactory(settings.cluster, settings.job)
+        self.spawn = spawn  # start one more (cold) process, when the launcher can
+        self.kill = kill  # end an unresponsive local process
+        self.members: list[Member] = []
+        self.inbox: queue.Queue = queue.Queue()
+        self.generation = 0
+        self.step = 0
+        self.slot_bytes = 0
+        self.transfer_ids = itertools.count()
+        self._ids = itertools.count()
+        self._deaths: list[Member] = []
+        self._alarms: list[tuple[Member, dict]] = []
+        self._drains: list[int] = []
+        self._transfer_in_flight: dict | None = None
+        self._status_written = 0.0
+        self._open_incidents: dict[str, dict] = {}  # detected, not yet resumed (for status)
+        self.store = dist.TCPStore(
+            settings.host,
+            settings.store_port,
+            is_master=True,
+            wait_for_workers=False,
+            timeout=datetime.timedelta(seconds=settings.collective_timeout_s),
+        )
+        self.server = socket.create_server((settings.host, settings.port), backlog=256)
+        self.address = f"{settings.advertise}:{self.server.getsockname()[1]}"
+        self.store_address = f"{settings.advertise}:{self.store.port}"
+        threading.Thread(target=self._accept, daemon=True, name="yoco-accept").start()
+
+    # -- network ------------------------------------------------------------------------------
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(Channel(sock),), daemon=True).start()
+
+    def _serve(self, channel: Channel) -> None:
+        try:
+            first = channel.receive()
+        except ChannelClosed:
+            return
+        if first["type"] != "hello":
+            self.inbox.put(("control", channel, first))
+            return
+        reply: queue.Queue = queue.Queue()
+        self.inbox.put(("hello", channel, first, reply))
+        member = reply.get()
+        if member is None:
+            return
+        while True:
+            try:
+                message = channel.receive()
+            except ChannelClosed:
+                self.inbox.put(("closed", member))
+                return
+            self.inbox.put(("message", member, message))
+
+    def _send(self, member: Member, message: dict) -> None:
+        try:
+            member.channel.send(message)
+        except ChannelClosed:
+            self._mark_dead(member)
+
+    # -- the inbox ----------------------------------------------------------------------------
+
+    def _pump(self, timeout: float) -> None:
+        """Handle what arrived within `timeout`, and declare silent processes dead."""
+        try:
+            self._handle(self.inbox.get(timeout=timeout))
+            while True:  # everything already queued, so no heartbeat looks stale
+                self._handle(self.inbox.get_nowait())
+        except queue.Empty:
+            pass
+        now = time.monotonic()
+        for member in self.members:
+            # A process still building its model is judged by its connection alone.
+            silent = now - member.last_seen > self.settings.heartbeat_timeout_s
+            if member.alive and member.ready and silent:
+                print(f"yoco agent: no heartbeat from {self._describe(member)}", flush=True)
+                self._mark_dead(member)
+                if self.kill is not None:
+                    self.kill(member.pid)
+        if now - self._status_written > 0.2:
+            self._write_status()
+
+    def _handle(self, item: tuple) -> None:
+        kind = item[0]
+        if kind == "hello":
+            _, channel, hello, reply = item
+            reply.put(self._admit(channel, hello))
+        elif kind == "closed":
+            self._mark_dead(item[1])
+        elif kind == "control":
+            self._control(item[1], item[2])
+        elif kind == "message":
+            _, member, message = item
+            member.last_seen = time.monotonic()
+            self._message(member, message)
+        elif kind == "exited":
+            self._exited(item[1], item[2])
+
+    def _admit(self, channel: Channel, hello: dict) -> Member | None:
+        workers = {m.rank for m in self.members if m.role == "worker"}
+        free = [r for r in range(self.settings.world_size) if r not in workers]
+        started = self.generation > 0
+        role = "worker" if free and not started else "spare"
+        member = Member(
+            next(self._ids), channel, hello["pid"], hello["node"], hello["device"], role
+        )
+        if role == "worker":
+            member.rank = free[0]
+        self.members.append(member)
+        self._send(
+            member,
+            {
+                "type": "welcome",
+                "role": role,
+                "rank": member.rank,
+                "world_size": self.settings.world_size,
+                "store": self.store_address,
+                "config": self._worker_config(),
+            },
+        )
+        return member
+
+    def _worker_config(self) -> dict:
+        s = self.settings
+        return {
+            "heartbeat_interval_s": s.heartbeat_interval_s,
+            "collective_timeout_s": s.collective_timeout_s,
+            "transfer_timeout_s": s.transfer_timeout_s,
+            "checkpoint_dir": s.checkpoint_dir,
+            "checkpoint_every": s.checkpoint_every if s.checkpoint_dir else 0,
+            "checkpoint_keep": s.checkpoint_keep,
+            "health": s.health,
+        }
+
+    def _message(self, member: Member, message: dict) -> None:
+        kind = message["type"]
+        if kind == "heartbeat":
+            member.step = message["step"]
+        elif kind == "ready":
+            member.ready = True
+            member.state_bytes = message["state_bytes"]
+        elif kind in QUIESCED:
+            member.step = message["step"]
+            member.state_bytes = message["state_bytes"]
+            member.report = message
+        elif kind in ("sent", "loaded"):
+            member.replies[message["transfer"]] = message
+        elif kind == "resumed":
+            member.report = message
+        elif kind == "alarm":
+            member.last_alarm = message
+            if message["fatal"]:
+                member.fatal_alarm = message
+            else:
+                self._alarms.append((member, message))
+        elif kind == "fatal":
+            raise JobFailed(f"{self._describe(member)}: {message['message']}")
+
+    def process_exited(self, pid: int, returncode: int) -> None:
+        """Called by a local launcher when one of its processes ends."""
+        self.inbox.put(("exited", pid, returncode))
+
+    def _exited(self, pid: int, returncode: int) -> None:
+        if any(m.pid == pid for m in self.members):
+            return  # its closed connection already told us
+        if self.generation == 0:
+            raise JobFailed(
+                f"process {pid} exited with code {returncode} before joining the agent; did the "
+                "training script call agent.attach()? (see its output above)"
+            )
+        print(f"yoco agent: process {pid} exited with code {returncode} before joining", flush=True)
+
+    def _mark_dead(self, member: Member) -> None:
+        if not member.alive:
+            return
+        was = member.role
+        member.role = "dead"
+        member.channel.close()
+        if was == "worker":
+            self._deaths.append(member)
+
+    def _describe(self, member: Member) -> str:
+        who = f"rank {member.rank}" if member.rank is not None else "a spare"
+        return f"{who} (pid {member.pid} on {member.node})"
+
+    # -- operators' commands ------------------------------------------------------------------
+
+    def _control(self, channel: Channel, request: dict) -> None:
+        kind = request["type"]
+        try:
+            if kind == "status":
+                reply = {"ok": True, **self.status()}
+            elif kind == "drain":
+                ranks = self._ranks_for(request)
+                for rank in ranks:
+                    self._drains.append(rank)
+                reply = {"ok": True, "ranks": ranks}
+            elif kind == "inject":
+                (rank,) = self._ranks_for(request)
+                worker = self._worker(rank)
+                fault = {"kind": request["kind"], "xid": request.get("xid")}
+                self._send(worker, {"type": "inject", "fault": fault})
+                reply = {"ok": True, "rank": rank, "pid": worker.pid}
+            else:
+                reply = {"ok": False, "error": f"unknown request {kind!r}"}
+        except (LookupError, ValueError) as error:
+            reply = {"ok": False, "error": str(error)}
+        try:
+            channel.send(reply)
+        except ChannelClosed:
+            pass
+        channel.close()
+
+    def _ranks_for(self, request: dict) -> list[int]:
+        if request.get("rank") is not None:
+            rank = int(request["rank"])
+            self._worker(rank)
+            return [rank]
+        node = request.get("node")
+        ranks = sorted(m.rank for m in self.members if m.role == "worker" and m.node == node)
+        if not ranks:
+            raise LookupError(f"no worker on node {node!r}")
+        return ranks
+
+    def _worker(self, rank: int) -> Member:
+        for member in self.members:
+            if member.role == "worker" and member.rank == rank:
+                return member
+        raise LookupError(f"no live worker has rank {rank}")
+
+    def status(self) -> dict:
+        return {
+            "generation": self.generation,
+            "step": self.step,
+            "address": self.address,
+            "members": [
+                {
+                    "role": m.role,
+                    "rank": m.rank,
+                    "pid": m.pid,
+                    "node": m.node,
+                    "step": m.step,
+                    "device": m.device,
+                    "heartbeat_age_s": round(time.monotonic() - m.last_seen, 2),
+                    "alarm": (m.last_alarm or {}).get("detail"),
+                }
+                for m in self.members
+            ],
+            "transfer": self._transfer_in_flight,
+            "incidents": list(self._open_incidents.values()),
+        }
+
+    def _write_status(self) -> None:
+        self._status_written = time.monotonic()
+        if not self.settings.status_file:
+            return
+        path = Path(self.settings.status_file)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.status()))
+        os.replace(tmp, path)
+
+    # -- the job ------------------------------------------------------------------------------
+
+    def run(self) -> str:
+        """Run the job to its end; returns the job.finished status."""
+        try:
+            self._start()
+            while True:
+                self._pump(self.settings.heartbeat_interval_s)
+                workers = self._workers()
+                self.step = max((m.step for m in workers), default=self.step)
+                failures = self._new_failures()
+                if failures:
+                    self._recover(failures)
+                elif all(m.report and m.report["type"] == "finished" for m in workers):
+                    self._finish()
+                    return "completed"
+                elif any(m.report and m.report["type"] == "stalled" for m in workers):
+                    # A collective failed before we saw why: wait a heartbeat timeout for the
+                    # culprit to show itself, then re-form the group with whoever is left.
+                    self._wait(lambda: bool(self._deaths), self.settings.heartbeat_timeout_s)
+                    self._recover(self._new_failures())
+        except JobFailed as error:
+            print(f"yoco agent: job failed: {error}", flush=True)
+            self.sink.emit(self.events.job_finished("failed", self.step))
+            self._stop_all()
+            return "failed"
+
+    def _workers(self) -> list[Member]:
+        return sorted((m for m in self.members if m.role == "worker"), key=lambda m: m.rank)
+
+    def _spares(self) -> list[Member]:
+        return [m for m in self.members if m.role == "spare" and m.ready]
+
+    def _wait(self, done: Callable[[], bool], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while not done():
+            if time.monotonic() >= deadline:
+                return False
+            self._pump(min(0.05, self.settings.heartbeat_interval_s))
+        return True
+
+    def _start(self) -> None:
+        s = self.settings
+
+        def all_joined():
+            if self._deaths:
+                dead = self._deaths[0]
+                raise JobFailed(
+                    f"{self._describe(dead)} exited before the job started; see its output above"
+                )
+            workers = self._workers()
+            return len(workers) == s.world_size and all(m.ready for m in workers)
+
+        if not self._wait(all_joined, s.join_timeout_s):
+            joined = len(self._workers())
+            raise JobFailed(
+                f"world size {s.world_size} cannot be filled: {joined} of {s.world_size} workers "
+                f"joined within {s.join_timeout_s:g} s"
+            )
+        # Room for per-rank state to grow (data iterators, extra RNGs) without resizing.
+        self.slot_bytes = 2 * max(m.state_bytes for m in self._workers()) // 1000 + 64 * 1024
+        self.sink.emit(self.events.job_started(s.world_size, s.model, _gpus(self._workers())))
+        self._resume_all({m.rank: "none" for m in self._workers()}, step=0)
+
+    def _new_failures(self) -> list[Failure]:
+        failures = []
+        for dead in self._deaths:
+            alarm = dead.fatal_alarm or {}
+            failures.append(
+                Failure(
+                    dead.rank,
+                    dead,
+                    "unplanned",
+                    alarm.get("category", "node_crash"),
+                    alarm.get("detail", "worker process died (connection lost)"),
+                    alarm.get("xid"),
+                )
+            )
+        self._deaths.clear()
+        for member, alarm in self._alarms:
+            if member.role == "worker" and self._spares():
+                failures.append(
+                    Failure(
+                        member.rank,
+                        member,
+                        "preemptive",
+                        alarm["category"],
+                        alarm["detail"],
+                        alarm.get("xid"),
+                    )
+                )
+            elif member.role == "worker":
+                print(f"yoco agent: {alarm['detail']} on rank {member.rank}, no spare to move to")
+        self._alarms.clear()
+        for rank in self._drains:
+            try:
+                member = self._worker(rank)
+            except LookupError:  # already moved or gone
+                continue
+            failures.append(Failure(rank, member, "planned", "maintenance", "drained by operator"))
+        self._drains.clear()
+        taken = set()
+        unique = []
+        for failure in failures:
+            if failure.rank not in taken:
+                taken.add(failure.rank)
+                unique.append(failure)
+        return unique
+
+    # -- recovery -----------------------------------------------------------------------------
+
+    def _recover(self, failures: list[Failure]) -> None:
+        for failure in failures:
+            self._emit_detected(failure)
+        live = self._quiesce(failures)
+        resume_step = max(m.report["step"] for m in live) if live else None
+        restore = self._migrate(failures, live, resume_step)
+        if restore is None:
+            self._checkpoint_fallback(failures, resume_step)
+            return
+        for failure in failures:
+            if failure.member.alive:  # the drained or degrading worker itself
+                failure.member.role = "retired"
+                self._send(failure.member, {"type": "retire"})
+            failure.target.role = "worker"
+            failure.target.rank = failure.rank
+        recompute_ms = max((m.report.get("recompute_ms", 0) for m in live), default=0)
+        if not self._resume_all(restore, resume_step):
+            self._recover_again(failures)
+            return
+        self._report_live(failures, resume_step, recompute_ms)
+
+    def _report_live(self, failures: list[Failure], resume_step: int, recompute_ms: float) -> None:
+        for failure in failures:
+            self.sink.emit(
+                self.events.migration_completed(
+                    failure.incident,
+                    steps_lost=0,  # we continue at the first step not completed everywhere
+                    duration_ms=(time.monotonic() - failure.detected) * 1000,
+                    nbytes=failure.nbytes,
+                    recompute_ms=recompute_ms if failure.trigger == "unplanned" else 0,
+                    resumed_step=resume_step,
+                )
+            )
+            self._emit_resumed(failure, resume_step)
+
+    def _emit_detected(self, failure: Failure) -> None:
+        member = failure.member
+        self._open_incidents[failure.incident] = {
+            "incident": failure.incident,
+            "rank": failure.rank,
+            "trigger": failure.trigger,
+            "category": failure.category,
+            "detail": failure.detail,
+        }
+        self.sink.emit(
+            self.events.failure_detected(
+                failure.incident,
+                trigger=failure.trigger,
+                category=failure.category,
+                rank=failure.rank,
+                node=member.node,
+                device=member.device,
+                step=member.step,
+                xid=failure.xid,
+                detail=failure.detail,
+            )
+        )
+
+    def _emit_resumed(self, failure: Failure, step: int) -> None:
+        downtime_ms = (time.monotonic() - failure.detected) * 1000
+        self._open_incidents.pop(failure.incident, None)
+        self.sink.emit(
+            self.events.job_resumed(failure.incident, step=step, downtime_ms=downtime_ms)
+        )
+
+    def _quiesce(self, failures: list[Failure]) -> list[Member]:
+        """Bring every live worker to a step boundary and learn its step. An unplanned failure
+        aborts the step in flight; planned and pre-emptive ones pause at the next boundary, so
+        the leaving worker can hand over its own state."""
+        unplanned = any(f.trigger == "unplanned" for f in failures)
+        workers = self._workers()
+        for member in workers:
+            if not (member.report and member.report["type"] in QUIESCED):
+                member.report = None
+            self._send(member, {"type": "abort" if unplanned else "pause"})
+        aborted = unplanned
+
+        def quiet():
+            nonlocal aborted
+            if self._deaths and not aborted:
+                aborted = True
+                for member in self._workers():
+                    self._send(member, {"type": "abort"})
+            return all(m.report for m in self._workers())
+
+        if not self._wait(quiet, self.settings.collective_timeout_s):
+            silent = [m for m in self._workers() if not m.report]
+            for member in silent:
+                self._mark_dead(member)
+        self._absorb_new_failures(failures, [])
+        return self._workers()
+
+    def _migrate(self, failures: list[Failure], live: list[Member], step: int | None):
+        """Give every failed rank a spare holding its state at `step`, and bring laggards (a
+        survivor that missed the last update while others applied it) up to `step`. Returns
+        how each rank restores its per-rank state, or None when only a checkpoint can help."""
+        restore = {m.rank: "own" for m in live if m.rank not in {f.rank for f in failures}}
+        if step is None:
+            return None
+        pending = list(failures)
+        while pending:
+            failure = pending.pop(0)
+            source, state_source = self._pick_source(failure, step, failures)
+            spare = next(iter(self._spares()), None)
+            if source is None or spare is None:
+                reason = "no live copy of the state" if source is None else "no spare left"
+                self.sink.emit(self.events.migration_failed(failure.incident, reason))
+                return None
+            self.sink.emit(
+                self.events.migration_started(
+                    failure.incident,
+                    state_source=state_source,
+                    source={"node": source.node, "rank": source.rank},
+                    target={"node": spare.node},
+                    nbytes=source.state_bytes,
+                )
+            )
+            spare.role = "receiving"
+            reply = self._transfer(source, spare, failure.rank)
+            if reply["ok"]:
+                failure.target, failure.nbytes = spare, reply["bytes"]
+                failure.transfer_ms = reply["duration_ms"]
+                restore[failure.rank] = "received"
+                continue
+            self.sink.emit(self.events.migration_failed(failure.incident, reply["error"]))
+            if spare.role == "receiving":
+                spare.role = "spare"
+            self._absorb_new_failures(failures, pending)
+            pending.insert(0, failure)
+        for laggard in [m for m in self._workers() if m.report["step"] < step]:
+            source, _ = self._pick_source(Failure(laggard.rank, laggard, "", "", ""), step, [])
+            reply = self._transfer(source, laggard, laggard.rank)
+            if not reply["ok"]:
+                self._absorb_new_failures(failures, [])
+                return self._migrate(failures, self._workers(), step)
+            restore[laggard.rank] = "received"
+        return restore
+
+    def _absorb_new_failures(self, failures: list[Failure], pending: list[Failure]) -> None:
+        """Deaths during a recovery. A leaving worker that dies is still its own incident (its
+        state now comes from a replica); anyone else is a new incident."""
+        known = {f.rank for f in failures}
+        for failure in self._new_failures():
+            if failure.rank in known:
+                continue
+            self._emit_detected(failure)
+            failures.append(failure)
+            pending.append(failure)
+
+    def _pick_source(self, failure: Failure, step: int, failures: list[Failure]):
+        leaving = failure.member
+        if leaving.alive and failure.trigger != "unplanned" and leaving.report["step"] == step:
+            return leaving, "self"
+        replaced = {f.rank for f in failures}
+        replicas = [
+            m
+            for m in self._workers()
+            if m.rank not in replaced and m.report and m.report["step"] == step
+        ]
+        if not replicas:
+            return None, None
+        # The buddy (next rank) first: spreads the load when several ranks fail at once.
+        n = self.settings.world_size
+        replicas.sort(key=lambda m: (m.rank - failure.rank) % n)
+        return replicas[0], "replica"
+
+    def _transfer(self, source: Member, target: Member, for_rank: int) -> dict:
+        transfer = f"{self.generation}.{next(self.transfer_ids)}"
+        self._transfer_in_flight = {
+            "id": transfer,
+            "source_pid": source.pid,
+            "target_pid": target.pid,
+            "rank": for_rank,
+        }
+        self._write_status()
+        self._send(source, {"type": "send_state", "transfer": transfer, "for_rank": for_rank})
+        self._send(target, {"type": "recv_state", "transfer": transfer})
+
+        def settled(member):
+            return not member.alive or transfer in member.replies
+
+        self._wait(lambda: settled(source) and settled(target), self.settings.transfer_timeout_s)
+        self._transfer_in_flight = None
+        sent, loaded = source.replies.get(transfer), target.replies.get(transfer)
+        if not target.alive:
+            return {"ok": False, "error": f"target {self._describe(target)} died mid-stream"}
+        if not source.alive:
+            return {"ok": False, "error": f"source {self._describe(source)} died mid-stream"}
+        if not (sent and loaded):
+            return {"ok": False, "error": "transfer timed out"}
+        if not loaded["ok"] or not sent["ok"]:
+            return {"ok": False, "error": loaded.get("error") or sent.get("error")}
+        return loaded
+
+    def _resume_all(self, restore: dict[int, str], step: int, checkpoint_step=None) -> bool:
+        self.generation += 1
+        workers = self._workers()
+        for member in workers:
+            member.report = None
+            self._send(
+                member,
+                {
+                    "type": "resume",
+                    "generation": self.generation,
+                    "rank": member.rank,
+                    "world_size": self.settings.world_size,
+                    "step": step,
+                    "restore": restore[member.rank],
+                    "slot_bytes": self.slot_bytes,
+                },
+            )
+
+        def resumed():
+            if self._deaths:
+                return True
+            return all(m.report for m in workers)
+
+        ok = self._wait(resumed, self.settings.collective_timeout_s)
+        return ok and not self._deaths and all(m.report["type"] == "resumed" for m in workers)
+
+    def _recover_again(self, failures: list[Failure]) -> None:
+        """A process died while the group re-formed: recover from that too; the state of the
+        earlier failures had already moved, so they are resolved when the job runs again."""
+        self._recover(self._new_failures())
+        self._report_live([f for f in failures if f.target is not None], self.step, 0)
+
+    def _checkpoint_fallback(self, failures: list[Failure], resume_step: int | None) -> None:
+        """No live copy or no spare: every rank rolls back to the newest complete checkpoint,
+        the missing ones on cold processes. A rollback, reported as one."""
+        s = self.settings
+        restore_step = checkpoint.newest_complete(s.checkpoint_dir)
+        if restore_step is None:
+            raise JobFailed(
+                "live recovery impossible (no spare or no live copy) and no checkpoint to fall "
+                "back to; run with --checkpoint-dir and --checkpoint-every"
+            )
+        for failure in failures:
+            if failure.member.alive:
+                failure.member.role = "retired"
+                self._send(failure.member, {"type": "retire"})
+            target = failure.target or self._cold_process()
+            target.role, target.rank = "worker", failure.rank
+        if resume_step is None:  # nobody survived to say; the last heartbeats tell
+            resume_step = max(m.step for m in self.members if m.rank is not None)
+        restore = {m.rank: "checkpoint" for m in self._workers()}
+        if not self._resume_all(restore, restore_step):
+            self._recover(self._new_failures())
+            return
+        for failure in failures:
+            self.sink.emit(
+                self.events.checkpoint_restored(
+                    failure.incident,
+                    steps_lost=resume_step - restore_step,
+                    checkpoint_step=restore_step,
+                    duration_ms=(time.monotonic() - failure.detected) * 1000,
+                )
+            )
+            self._emit_resumed(failure, restore_step)
+
+    def _cold_process(self) -> Member:
+        spare = next(iter(self._spares()), None)
+        if spare is not None:
+            return spare
+        if self.spawn is None:
+            raise JobFailed(
+                f"world size {self.settings.world_size} cannot be filled: no spare left and "
+                "this coordinator cannot start processes (start more spares, or use --respawn)"
+            )
+        self.spawn()
+        if not self._wait(lambda: bool(self._spares()), self.settings.join_timeout_s):
+            raise JobFailed("a replacement process did not start within the join timeout")
+        return self._spares()[0]
+
+    def _finish(self) -> None:
+        for member in self._workers():
+            self._send(member, {"type": "done"})
+        self._stop_all()
+        self.sink.emit(self.events.job_finished("completed", self.step))
+
+    def _stop_all(self) -> None:
+        for member in self.members:
+            if member.role in ("spare", "receiving"):
+                self._send(member, {"type": "retire"})
+        self._write_status()
+
+
+def _gpus(workers: list[Member]) -> int:
+    return sum(1 for m in workers if m.device.startswith("cuda"))

@@ -1,0 +1,77 @@
+"""Starts the training processes of one node and watches them.
+
+`yoco-agent run` on a single machine: this launcher starts the coordinator in-process, then N
+workers and S spares. On several machines each node runs a launcher pointed at one coordinator
+(see docs/agent.md); which process becomes which rank is the coordinator's choice.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+
+class LocalProcesses:
+    def __init__(self, command: list[str], coordinator: str, node: str | None = None):
+        if not command:
+            raise ValueError("no training command given: yoco-agent run ... -- python train.py")
+        self.command = command
+        self.coordinator = coordinator
+        self.node = node or socket.gethostname()
+        self.processes: list[subprocess.Popen] = []
+        self.on_exit: Callable[[int, int], None] | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> subprocess.Popen:
+        with self._lock:
+            index = len(self.processes)
+            env = dict(os.environ)
+            env.update(
+                YOCO_COORDINATOR=self.coordinator,
+                YOCO_LOCAL_INDEX=str(index),
+                YOCO_NODE=self.node,
+            )
+            # Own session: kill() can then end a process and anything it started.
+            process = subprocess.Popen(self.command, env=env, start_new_session=True)
+            self.processes.append(process)
+        threading.Thread(target=self._watch, args=(process,), daemon=True).start()
+        return process
+
+    def _watch(self, process: subprocess.Popen) -> None:
+        code = process.wait()
+        if self.on_exit is not None:
+            self.on_exit(process.pid, code)
+
+    def kill(self, pid: int) -> None:
+        with self._lock:
+            ours = any(p.pid == pid for p in self.processes)
+        if ours:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def wait_all(self, timeout_s: float) -> None:
+        """Let processes finish (workers save their results after the loop), then end any
+        that are left."""
+        deadline = time.monotonic() + timeout_s
+        for process in list(self.processes):
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        self.stop_all()
+
+    def stop_all(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                print(f"yoco agent: ending process {process.pid}", file=sys.stderr, flush=True)
+                self.kill(process.pid)
+        for process in self.processes:
+            process.wait()

@@ -1,0 +1,384 @@
+"""The worker side of the agent: what a training script talks to.
+
+    run = agent.attach()
+    model = GPT(cfg).to(run.device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    run.register(model=model, optimizer=optimizer, scheduler=scheduler, data=data)
+    for step in run.steps(total_steps):
+        loss = model(*data.next_batch())
+        loss.backward()
+        run.step()          # all-reduce, optimizer.step(), scheduler.step(), zero the gradients
+
+Spares run the same script: `attach()` makes them a spare, they build the model and register
+it like everyone else, and `run.steps()` parks them until the coordinator streams a rank's
+state into them; from then on they train as that rank. A step the coordinator abandons (a peer
+died mid-step) is simply yielded again with the same step index, RNG state and data position.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import queue
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from agent import checkpoint
+from agent.protocol import Channel, ChannelClosed, split_address
+from agent.reducer import FlatReducer
+from agent.state import Registry, decode_per_rank, encode_per_rank, flatten
+from agent.telemetry import HealthMonitor
+from agent.transport import pair_group, recv_state, send_state
+
+ENV_COORDINATOR = "YOCO_COORDINATOR"
+
+
+class RegistrationError(RuntimeError):
+    pass
+
+
+def attach() -> Run:
+    """Join the job the launcher started. Reads YOCO_COORDINATOR (HOST:PORT)."""
+    address = os.environ.get(ENV_COORDINATOR)
+    if not address:
+        raise RuntimeError(
+            f"{ENV_COORDINATOR} is not set: start the script under the agent, e.g. "
+            "`yoco-agent run --workers 4 --spares 2 -- python train.py`"
+        )
+    # Same thread count everywhere: CPU kernels may split work (and round) differently otherwise.
+    torch.set_num_threads(int(os.environ.get("YOCO_THREADS", "1")))
+    channel = Channel.connect(address, float(os.environ.get("YOCO_CONNECT_TIMEOUT_S", "10")))
+    local_index = int(os.environ.get("YOCO_LOCAL_INDEX", "0"))
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_index % torch.cuda.device_count())
+    welcome = channel.request(
+        {
+            "type": "hello",
+            "pid": os.getpid(),
+            "node": os.environ.get("YOCO_NODE", socket.gethostname()),
+            "device": _device_name(),
+        }
+    )
+    if welcome["type"] == "error":
+        channel.close()
+        raise RuntimeError(f"the yoco coordinator refused this process: {welcome['message']}")
+    return Run(channel, welcome)
+
+
+def _device_name() -> str:
+    if torch.cuda.is_available():
+        index = torch.cuda.current_device()
+        return f"cuda:{index} {torch.cuda.get_device_name(index)}"
+    return "cpu"
+
+
+class Run:
+    def __init__(self, channel: Channel, welcome: dict):
+        self.channel = channel
+        self.role: str = welcome["role"]
+        self.rank: int | None = welcome.get("rank")
+        self.world_size: int = welcome["world_size"]
+        self.config: dict = welcome["config"]
+        self.device = (
+            torch.device("cuda", torch.cuda.current_device())
+            if torch.cuda.is_available()
+            else torch.device("cpu")
+        )
+        host, port = split_address(welcome["store"])
+        self.store = dist.TCPStore(
+            host, port, is_master=False, timeout=datetime.timedelta(seconds=30)
+        )
+        self.registry = Registry()
+        self.current_step = 0
+        self.group: dist.ProcessGroup | None = None
+        self.reducer: FlatReducer | None = None
+        self._abort = threading.Event()
+        self._pause_requested = False
+        self._stalled = False
+        self._buffer_poisoned = False
+        self._stepped = False
+        self._step_began = 0.0
+        self._recompute_ms = 0.0
+        self._commands: queue.Queue[dict] = queue.Queue()
+        self.monitor = HealthMonitor.from_config(self.config.get("health", {}), self._alarm)
+        threading.Thread(target=self._read_commands, daemon=True, name="yoco-reader").start()
+        threading.Thread(target=self._heartbeat, daemon=True, name="yoco-heartbeat").start()
+        self.monitor.start()
+
+    # -- what the training script calls -------------------------------------------------------
+
+    def register(
+        self,
+        model=None,
+        optimizer=None,
+        scheduler=None,
+        data=None,
+        extras: dict | None = None,
+        per_rank: dict | None = None,
+    ) -> None:
+        """Say what the training state is. `model`, `optimizer` and `scheduler` take one object
+        or a list; `data` is the data position (state_dict/load_state_dict); `extras` are other
+        replicated objects, `per_rank` other objects that differ between ranks."""
+        self.registry.models += _as_list(model)
+        self.registry.optimizers += _as_list(optimizer)
+        self.registry.schedulers += _as_list(scheduler)
+        if data is not None:
+            self.registry.data = data
+        self.registry.extras.update(extras or {})
+        self.registry.per_rank.update(per_rank or {})
+
+    def steps(self, total: int) -> Iterator[int]:
+        """Yield the index of the next step to run until `total` steps are completed."""
+        if self.registry.is_empty():
+            message = (
+                "nothing is registered: call run.register(model=..., optimizer=...) before "
+                "run.steps(); the agent can only move state it knows about"
+            )
+            self.channel.send({"type": "fatal", "message": message})
+            raise RegistrationError(message)
+        self.channel.send({"type": "ready", "state_bytes": self._state_bytes()})
+        self._await_coordinator(None)
+        while True:
+            while self.current_step < total:
+                self._stepped = False
+                self._step_began = time.perf_counter()
+                yield self.current_step
+                if not self._stepped:
+                    raise RuntimeError("call run.step() once in every iteration of run.steps()")
+                if self._stalled:
+                    self._await_coordinator("stalled")
+                elif self.reducer.pause_agreed:
+                    self._await_coordinator("paused")
+                elif self._checkpoint_due():
+                    self._checkpoint()
+            if self._await_coordinator("finished") == "done":
+                return
+
+    def step(self) -> bool:
+        """End the step: reduce gradients, apply the update, zero gradients. False when the
+        step was abandoned because a peer failed; `steps()` then yields it again."""
+        self._stepped = True
+        blob = encode_per_rank(self.registry.per_rank_state())
+        reduced = self.reducer.all_reduce(
+            self.group, self.rank, blob, self._pause_requested, self._abort
+        )
+        if not reduced:
+            self._abandon_step()
+            return False
+        for optimizer in self.registry.optimizers:
+            optimizer.step()
+        for scheduler in self.registry.schedulers:
+            scheduler.step()
+        self.reducer.zero_grads()
+        self.current_step += 1
+        return True
+
+    # -- failure handling ---------------------------------------------------------------------
+
+    def _abandon_step(self) -> None:
+        self._stalled = True
+        self._recompute_ms = (time.perf_counter() - self._step_began) * 1000
+        self._buffer_poisoned = True
+        self._abort_group()
+
+    def _abort_group(self) -> None:
+        """Unblock anything still waiting on the broken group; its threads may still touch the
+        old gradient buffer, which is why the reducer gets a fresh one on resume."""
+        if self.group is not None:
+            try:
+                self.group.abort()
+            except RuntimeError:
+                pass
+
+    def _await_coordinator(self, report: str | None) -> str:
+        """Tell the coordinator where this process stands and follow its commands until it says
+        to resume (train on) or that the job is done."""
+        if report is not None:
+            self._report(report)
+        while True:
+            command = self._commands.get()
+            kind = command["type"]
+            if kind == "send_state":
+                self._send_state(command)
+            elif kind == "recv_state":
+                self._recv_state(command)
+            elif kind == "resume":
+                if self._resume(command):
+                    return "resume"
+                self._report("stalled")
+            elif kind == "done":
+                return "done"
+            elif kind == "retire":
+                self._retire()
+            elif kind == "coordinator_lost":
+                raise ChannelClosed("lost the yoco coordinator")
+
+    def _report(self, report: str) -> None:
+        self.channel.send(
+            {
+                "type": report,
+                "step": self.current_step,
+                "recompute_ms": self._recompute_ms if report == "stalled" else 0,
+                "state_bytes": self._state_bytes(),
+            }
+        )
+
+    def _send_state(self, command: dict) -> None:
+        started = time.perf_counter()
+        try:
+            group = pair_group(
+                self.store, command["transfer"], 0, self.config["transfer_timeout_s"]
+            )
+            state = {
+                "replicated": self.registry.replicated_state(self.current_step),
+                "per_rank": _bytes_tensor(self.reducer.mirror_of(command["for_rank"])),
+            }
+            nbytes = send_state(group, state)
+            reply = {"ok": True, "bytes": nbytes}
+        except (RuntimeError, OSError) as error:
+            reply = {"ok": False, "error": str(error)[:300]}
+        reply["duration_ms"] = (time.perf_counter() - started) * 1000
+        self.channel.send({"type": "sent", "transfer": command["transfer"], **reply})
+
+    def _recv_state(self, command: dict) -> None:
+        started = time.perf_counter()
+        try:
+            group = pair_group(
+                self.store, command["transfer"], 1, self.config["transfer_timeout_s"]
+            )
+            template = {"replicated": self.registry.replicated_state(self.current_step)}
+            received = recv_state(group, template)
+            self.current_step = self.registry.load_replicated_state(received.state["replicated"])
+            per_rank = received.state["per_rank"].numpy().tobytes()
+            self.registry.load_per_rank_state(decode_per_rank(per_rank))
+            reply = {"ok": True, "bytes": received.nbytes}
+        except (RuntimeError, OSError) as error:
+            reply = {"ok": False, "error": str(error)[:300]}
+        reply["duration_ms"] = (time.perf_counter() - started) * 1000
+        self.channel.send({"type": "loaded", "transfer": command["transfer"], **reply})
+
+    def _resume(self, command: dict) -> bool:
+        """Join the next generation of the process group as `rank` and continue at `step`.
+        False when a peer failed before the new group could exchange the mirror."""
+        self._abort_group()
+        self.rank = command["rank"]
+        self.world_size = command["world_size"]
+        self.role = "worker"
+        restore = command["restore"]
+        if restore == "checkpoint":
+            root = Path(self.config["checkpoint_dir"])
+            step = command["step"]
+            self.registry.load_replicated_state(checkpoint.load_replicated(root, step))
+            self.registry.load_per_rank_state(checkpoint.load_per_rank(root, step, self.rank))
+            self.current_step = step
+        elif restore == "own":
+            # Redo the abandoned step exactly: RNG and data position as they were at its start,
+            # which is this rank's own slot of the mirror from the last completed all-reduce.
+            self.registry.load_per_rank_state(decode_per_rank(self.reducer.mirror_of(self.rank)))
+        self.group = self._form_group(command["generation"])
+        if self.reducer is None or self.reducer.world_size != self.world_size:
+            params = [p for m in self.registry.models for p in m.parameters()]
+            self.reducer = FlatReducer(params, self.world_size, command["slot_bytes"])
+        elif self._buffer_poisoned:
+            self.reducer.replace_buffer()
+        self._buffer_poisoned = False
+        self._stalled = False
+        self._pause_requested = False
+        self.reducer.pause_agreed = False
+        self._abort.clear()
+        blob = encode_per_rank(self.registry.per_rank_state())
+        if not self.reducer.exchange_per_rank(self.group, self.rank, blob, self._abort):
+            self._abandon_step()
+            return False
+        self.channel.send({"type": "resumed", "step": self.current_step})
+        return True
+
+    def _form_group(self, generation: int) -> dist.ProcessGroup:
+        store = dist.PrefixStore(f"pg/{generation}/", self.store)
+        timeout = datetime.timedelta(seconds=self.config["collective_timeout_s"])
+        if torch.cuda.is_available():
+            options = dist.ProcessGroupNCCL.Options()
+            options._timeout = timeout
+            return dist.ProcessGroupNCCL(store, self.rank, self.world_size, options)
+        return dist.ProcessGroupGloo(store, self.rank, self.world_size, timeout)
+
+    def _retire(self) -> None:
+        """A replaced worker or an unused spare: leave without running the rest of the script."""
+        self.monitor.stop()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.channel.close()
+        os._exit(0)
+
+    # -- periodic checkpoints -----------------------------------------------------------------
+
+    def _checkpoint_due(self) -> bool:
+        every = self.config.get("checkpoint_every", 0)
+        return bool(every) and self.current_step % every == 0
+
+    def _checkpoint(self) -> None:
+        root = Path(self.config["checkpoint_dir"])
+        step = self.current_step
+        checkpoint.save_per_rank(root, step, self.rank, self.registry.per_rank_state())
+        if self.rank == 0:
+            checkpoint.save_replicated(root, step, self.registry.replicated_state(step))
+        if not self.reducer.barrier(self.group, self._abort):
+            self._abandon_step()
+            self._await_coordinator("stalled")
+            return
+        if self.rank == 0:
+            checkpoint.mark_complete(root, step, keep=self.config.get("checkpoint_keep", 2))
+
+    # -- background threads -------------------------------------------------------------------
+
+    def _read_commands(self) -> None:
+        while True:
+            try:
+                command = self.channel.receive()
+            except ChannelClosed:
+                # Without its coordinator nothing can protect this job; stop rather than train on
+                # unprotected (the launcher's process group ends the others the same way).
+                print("yoco agent: lost the coordinator; exiting", file=sys.stderr, flush=True)
+                os._exit(3)
+            kind = command["type"]
+            if kind == "abort":
+                self._abort.set()
+            elif kind == "pause":
+                self._pause_requested = True
+            elif kind == "inject":
+                self.monitor.inject(command["fault"])
+            else:
+                self._commands.put(command)
+
+    def _heartbeat(self) -> None:
+        interval = self.config["heartbeat_interval_s"]
+        while True:
+            try:
+                self.channel.send({"type": "heartbeat", "step": self.current_step})
+            except ChannelClosed:
+                return
+            time.sleep(interval)
+
+    def _alarm(self, alarm: dict) -> None:
+        self.channel.send({"type": "alarm", **alarm})
+
+    def _state_bytes(self) -> int:
+        state = self.registry.replicated_state(self.current_step)
+        return sum(t.numel() * t.element_size() for t in flatten(state)[1])
+
+
+def _as_list(value) -> list:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
+def _bytes_tensor(blob: bytes) -> torch.Tensor:
+    return torch.frombuffer(bytearray(blob), dtype=torch.uint8)

@@ -1,0 +1,217 @@
+"""What a worker's training state is, and how it is taken apart into tensors and put back.
+
+Two kinds of state (SPEC 2.1):
+* *replicated*: model, optimizer, scheduler, extras. Identical on every data-parallel rank after
+  a completed step, so any healthy replica can hand it to a spare.
+* *per-rank*: RNG streams and data position. Different on every rank; each step the reducer
+  mirrors every rank's copy to every peer (see reducer.py), so it survives its owner.
+"""
+
+from __future__ import annotations
+
+import pickle
+import random
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+
+
+class Stateful(Protocol):
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict) -> Any: ...
+
+
+@dataclass(frozen=True)
+class TensorSlot:
+    """Placeholder for the i-th tensor in a skeleton."""
+
+    index: int
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+
+def flatten(obj: Any) -> tuple[Any, list[torch.Tensor]]:
+    """Split a nested state dict into a tensor-free skeleton and its tensors, in a fixed order.
+
+    The skeleton is small (names, hyper-parameters, shapes) and travels as one message; the
+    tensors travel one by one and can be received in place.
+    """
+    tensors: list[torch.Tensor] = []
+
+    def walk(value):
+        if isinstance(value, torch.Tensor):
+            tensors.append(value)
+            return TensorSlot(len(tensors) - 1, tuple(value.shape), value.dtype)
+        if isinstance(value, dict):
+            return type(value)((k, walk(v)) for k, v in value.items())
+        if isinstance(value, list | tuple):
+            return type(value)(walk(v) for v in value)
+        return value
+
+    return walk(obj), tensors
+
+
+def unflatten(skeleton: Any, tensors: list[torch.Tensor]) -> Any:
+    def walk(value):
+        if isinstance(value, TensorSlot):
+            return tensors[value.index]
+        if isinstance(value, dict):
+            return type(value)((k, walk(v)) for k, v in value.items())
+        if isinstance(value, list | tuple):
+            return type(value)(walk(v) for v in value)
+        return value
+
+    return walk(skeleton)
+
+
+def tensor_slots(skeleton: Any) -> list[TensorSlot]:
+    """The placeholders of a skeleton, by index."""
+    found: list[TensorSlot] = []
+
+    def walk(value):
+        if isinstance(value, TensorSlot):
+            found.append(value)
+        elif isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list | tuple):
+            for v in value:
+                walk(v)
+
+    walk(skeleton)
+    return sorted(found, key=lambda s: s.index)
+
+
+def as_bytes(tensor: torch.Tensor) -> torch.Tensor:
+    """A flat uint8 view of a contiguous tensor's storage, whatever its dtype."""
+    return tensor.detach().reshape(-1).view(torch.uint8)
+
+
+_BLOCK_WORDS = 64
+
+
+def checksum(tensor: torch.Tensor) -> tuple[int, int]:
+    """A Fletcher-style 64-bit checksum: the sum of the tensor's 8-byte words, and the sum of its
+    512-byte block sums weighted by block position (catches misplaced blocks, not only flipped
+    bits). One pass over memory; see `Checksum` for the incremental form the transport uses."""
+    acc = Checksum()
+    acc.update(as_bytes(tensor))
+    return acc.value()
+
+
+BLOCK_BYTES = _BLOCK_WORDS * 8
+
+
+class Checksum:
+    """`checksum` computed piece by piece, so each chunk is summed while it is still in cache
+    (right before it is sent, right after it arrived). Every piece but the last must be a
+    whole number of 512-byte blocks; the result equals `checksum` of the whole tensor."""
+
+    def __init__(self):
+        self.plain = 0
+        self.positional = 0
+        self.blocks = 0  # blocks seen so far: the weight offset of the next piece
+
+    def update(self, raw: torch.Tensor) -> None:
+        if raw.device.type != "cpu":
+            raw = raw.cpu()
+        n = raw.numel()
+        whole = n // 8 * 8
+        words = raw[:whole].view(torch.int64)
+        blocks = words.numel() // _BLOCK_WORDS
+        rest = int(raw[whole:].to(torch.int64).sum()) if whole < n else 0
+        if blocks * _BLOCK_WORDS < words.numel():
+            rest_words = int(words[blocks * _BLOCK_WORDS :].sum())
+        else:
+            rest_words = 0
+        if blocks:
+            # One pass over the data; the second sum and the weighting touch 1/64 of it.
+            sums = words[: blocks * _BLOCK_WORDS].view(blocks, _BLOCK_WORDS).sum(dim=1)
+            weights = torch.arange(self.blocks + 1, self.blocks + blocks + 1, dtype=torch.int64)
+            self.plain += int(sums.sum())
+            self.positional += int(sums.mul_(weights).sum())
+        self.plain += rest_words + rest
+        self.positional += rest_words
+        self.blocks += blocks
+
+    def value(self) -> tuple[int, int]:
+        return self.plain & (2**64 - 1), self.positional & (2**64 - 1)
+
+
+@dataclass
+class Registry:
+    """What the training script registered (see runtime.Run.register)."""
+
+    models: list[torch.nn.Module] = field(default_factory=list)
+    optimizers: list[torch.optim.Optimizer] = field(default_factory=list)
+    schedulers: list[Stateful] = field(default_factory=list)
+    data: Stateful | None = None
+    extras: dict[str, Stateful] = field(default_factory=dict)
+    per_rank: dict[str, Stateful] = field(default_factory=dict)
+
+    def is_empty(self) -> bool:
+        return not self.models and not self.optimizers
+
+    def replicated_state(self, step: int) -> dict:
+        """References (not copies) to the replicated state, so a receiver can fill it in place."""
+        return {
+            "step": step,
+            "models": [m.state_dict() for m in self.models],
+            "optimizers": [o.state_dict() for o in self.optimizers],
+            "schedulers": [s.state_dict() for s in self.schedulers],
+            "extras": {name: obj.state_dict() for name, obj in self.extras.items()},
+        }
+
+    def load_replicated_state(self, state: dict) -> int:
+        for model, sd in zip(self.models, state["models"], strict=True):
+            model.load_state_dict(sd)
+        for optimizer, sd in zip(self.optimizers, state["optimizers"], strict=True):
+            optimizer.load_state_dict(sd)
+        for scheduler, sd in zip(self.schedulers, state["schedulers"], strict=True):
+            scheduler.load_state_dict(sd)
+        for name, obj in self.extras.items():
+            obj.load_state_dict(state["extras"][name])
+        return int(state["step"])
+
+    def per_rank_state(self) -> dict:
+        state = {
+            "torch": torch.get_rng_state(),
+            "python": random.getstate(),
+            "data": self.data.state_dict() if self.data is not None else None,
+            "per_rank": {name: obj.state_dict() for name, obj in self.per_rank.items()},
+        }
+        if torch.cuda.is_available():
+            state["cuda"] = torch.cuda.get_rng_state_all()
+        try:
+            import numpy
+
+            state["numpy"] = numpy.random.get_state()
+        except ImportError:
+            pass
+        return state
+
+    def load_per_rank_state(self, state: dict) -> None:
+        torch.set_rng_state(state["torch"])
+        random.setstate(state["python"])
+        if "cuda" in state:
+            torch.cuda.set_rng_state_all(state["cuda"])
+        if "numpy" in state:
+            import numpy
+
+            numpy.random.set_state(state["numpy"])
+        if self.data is not None:
+            self.data.load_state_dict(state["data"])
+        for name, obj in self.per_rank.items():
+            obj.load_state_dict(state["per_rank"][name])
+
+
+def encode_per_rank(state: dict) -> bytes:
+    """Per-rank state is a few kilobytes of RNG words and counters; it rides in the gradient
+    all-reduce every step (reducer.py), so it is serialised compactly."""
+    return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def decode_per_rank(blob: bytes) -> dict:
+    return pickle.loads(blob)

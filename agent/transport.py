@@ -1,0 +1,154 @@
+"""Streams training state between two live processes over a two-rank process group.
+
+No disk, no single pickled blob: a small skeleton (names, hyper-parameters, shapes) goes first,
+then every tensor goes as itself, split into chunks with a window of sends in flight so the
+wire never idles, and the receiver writes each chunk straight into the tensor it will train with
+where it already has one. Both sides checksum every tensor while the next ones are on the wire;
+the receiver refuses the state unless every checksum matches.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime
+import os
+import pickle
+import time
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from agent.state import Checksum, as_bytes, flatten, tensor_slots, unflatten
+
+CHUNK_BYTES = 4 << 20  # a multiple of checksum blocks, small enough to checksum in cache
+WINDOW = 64  # sends/receives in flight: 256 MiB, keeps gloo's pair busy (bench/agent.py)
+# Fault injection for tests and demos: the receiver pauses this long after each tensor, so a
+# migration lasts long enough to kill its source or target in the middle of it.
+RECV_DELAY_ENV = "YOCO_INJECT_RECV_DELAY_S"
+
+
+class TransferError(RuntimeError):
+    pass
+
+
+@dataclass
+class Received:
+    state: dict
+    nbytes: int
+
+
+def pair_group(store: dist.Store, name: str, rank: int, timeout_s: float) -> dist.ProcessGroup:
+    """A gloo process group of two: 0 sends, 1 receives. GPU tensors are staged through host
+    memory (a GPU-direct NCCL path is future work, see docs/agent.md)."""
+    prefixed = dist.PrefixStore(f"xfer/{name}/", store)
+    return dist.ProcessGroupGloo(prefixed, rank, 2, datetime.timedelta(seconds=timeout_s))
+
+
+def _chunks(tensors: list[torch.Tensor]):
+    """(tensor index, is last chunk of it, byte view) in wire order."""
+    for i, tensor in enumerate(tensors):
+        raw = as_bytes(tensor if tensor.device.type == "cpu" else tensor.cpu())
+        n = raw.numel()
+        starts = range(0, max(n, 1), CHUNK_BYTES)
+        for start in starts:
+            yield i, start + CHUNK_BYTES >= n, raw[start : start + CHUNK_BYTES]
+
+
+def _tensor_paths(obj, prefix=()) -> dict[tuple, object]:
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            out.update(_tensor_paths(v, prefix + (k,)))
+        return out
+    if isinstance(obj, list | tuple):
+        out = {}
+        for i, v in enumerate(obj):
+            out.update(_tensor_paths(v, prefix + (i,)))
+        return out
+    return {prefix: obj}
+
+
+def _signed(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def send_state(group: dist.ProcessGroup, state: dict) -> int:
+    skeleton, tensors = flatten(state)
+    header = torch.frombuffer(bytearray(pickle.dumps(skeleton)), dtype=torch.uint8)
+    group.send([torch.tensor([header.numel()], dtype=torch.int64)], 1, 0).wait()
+    group.send([header], 1, 1).wait()
+    in_flight: collections.deque = collections.deque()
+    sums = torch.zeros(len(tensors), 2, dtype=torch.int64)
+    acc = Checksum()
+    for tag, (i, last, chunk) in enumerate(_chunks(tensors), start=2):
+        # Sum the chunk just before it goes: it is then in cache when gloo copies it out, and
+        # this thread sums while gloo's own thread keeps the window of earlier chunks moving.
+        acc.update(chunk)
+        if chunk.numel():
+            in_flight.append(group.send([chunk], 1, tag))
+        if last:
+            sums[i] = torch.tensor([_signed(v) for v in acc.value()])
+            acc = Checksum()
+        while len(in_flight) >= WINDOW:
+            in_flight.popleft().wait()
+    while in_flight:
+        in_flight.popleft().wait()
+    group.send([sums], 1, 0).wait()
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def recv_state(group: dist.ProcessGroup, template: dict | None) -> Received:
+    """Receive a state; tensors land in `template`'s tensors where path, shape and dtype match."""
+    length = torch.zeros(1, dtype=torch.int64)
+    group.recv([length], 0, 0).wait()
+    header = torch.empty(int(length.item()), dtype=torch.uint8)
+    group.recv([header], 0, 1).wait()
+    skeleton = pickle.loads(header.numpy().tobytes())
+    own = _tensor_paths(template) if template is not None else {}
+    slots_by_path = {
+        path: slot for path, slot in _tensor_paths(skeleton).items() if hasattr(slot, "index")
+    }
+    tensors: list[torch.Tensor | None] = [None] * len(tensor_slots(skeleton))
+    for path, slot in slots_by_path.items():
+        mine = own.get(path)
+        fits = (
+            isinstance(mine, torch.Tensor)
+            and tuple(mine.shape) == slot.shape
+            and mine.dtype == slot.dtype
+            and mine.is_contiguous()
+            and mine.device.type == "cpu"
+        )
+        tensors[slot.index] = mine.detach() if fits else torch.empty(slot.shape, dtype=slot.dtype)
+    in_flight: collections.deque = collections.deque()
+    sums = torch.zeros(len(tensors), 2, dtype=torch.int64)
+    delay = float(os.environ.get(RECV_DELAY_ENV, "0"))
+    acc = Checksum()
+
+    def settle_oldest():
+        nonlocal acc
+        work, i, last, chunk = in_flight.popleft()
+        if work is not None:
+            work.wait()
+        if delay:
+            time.sleep(delay)
+        # Sum the chunk right after it landed, while it is in cache and the next ones arrive.
+        acc.update(chunk)
+        if last:
+            sums[i] = torch.tensor([_signed(v) for v in acc.value()])
+            acc = Checksum()
+
+    for tag, (i, last, chunk) in enumerate(_chunks(tensors), start=2):
+        work = group.recv([chunk], 0, tag) if chunk.numel() else None
+        in_flight.append((work, i, last, chunk))
+        while len(in_flight) >= WINDOW:
+            settle_oldest()
+    while in_flight:
+        settle_oldest()
+    expected = torch.zeros_like(sums)
+    group.recv([expected], 0, 0).wait()
+    bad = (expected != sums).any(dim=1).nonzero().flatten().tolist()
+    if bad:
+        raise TransferError(f"checksum mismatch in {len(bad)} of {len(tensors)} tensors")
+    nbytes = sum(t.numel() * t.element_size() for t in tensors)
+    return Received(unflatten(skeleton, tensors), nbytes)

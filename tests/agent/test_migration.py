@@ -1,0 +1,56 @@
+"""The acceptance test of SPEC 2.3: three migrations, one per trigger, and a final model bit for
+bit equal to a run without failures."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from tests.agent.conftest import assert_bit_identical, incidents
+
+pytestmark = pytest.mark.agent
+# Slow enough that the test can act between steps; sleeping does not change the numbers.
+SLOW_STEPS = ["--step-sleep", "0.1"]
+
+
+def test_three_triggers_bit_identical_to_failure_free_run(start_job, baseline):
+    from tests.agent.conftest import GPT_ARGS
+
+    job = start_job("three", workers=4, spares=3, script_args=GPT_ARGS + SLOW_STEPS)
+    job.wait_step(6)
+    os.kill(job.worker_pid(1), signal.SIGKILL)  # unplanned
+    job.wait_for(lambda: len(job.events("job.resumed")) == 1, what="recovery from SIGKILL")
+    job.wait_step(20)
+    job.cli("inject", "thermal", "--rank", "2")  # pre-emptive
+    job.wait_for(lambda: len(job.events("job.resumed")) == 2, what="pre-emptive migration")
+    job.wait_step(36)
+    job.cli("drain", "--rank", "3")  # planned
+    job.wait_for(lambda: len(job.events("job.resumed")) == 3, what="planned migration")
+    assert job.wait_done() == 0, job.output()
+
+    assert_bit_identical(job.final_states(), baseline)
+    by_trigger = {}
+    for events in incidents(job).values():
+        types = [e["type"].removeprefix("io.yoco.") for e in events]
+        assert types == [
+            "failure.detected",
+            "migration.started",
+            "migration.completed",
+            "job.resumed",
+        ], types
+        detected, started, completed, resumed = events
+        by_trigger[detected["data"]["trigger"]] = (detected, started, completed, resumed)
+        assert completed["data"]["steps_lost"] == 0
+        assert completed["data"]["resumed_step"] == resumed["data"]["step"]
+        assert completed["data"]["bytes"] > 0
+    assert set(by_trigger) == {"unplanned", "preemptive", "planned"}
+    assert by_trigger["unplanned"][1]["data"]["state_source"] == "replica"
+    assert by_trigger["unplanned"][0]["data"]["rank"] == 1
+    assert by_trigger["preemptive"][0]["data"]["category"] == "gpu_thermal"
+    assert by_trigger["preemptive"][1]["data"]["state_source"] == "self"
+    assert by_trigger["planned"][0]["data"]["category"] == "maintenance"
+    assert by_trigger["planned"][1]["data"]["state_source"] == "self"
+    finished = job.events("job.finished")
+    assert [e["data"] for e in finished] == [{"status": "completed", "step": 60}]
