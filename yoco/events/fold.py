@@ -111,9 +111,9 @@ def refresh_incidents(cluster: Cluster, subjects: Iterable[str], now: datetime) 
     Incident.objects.bulk_create(new, batch_size=1000)
     Incident.objects.bulk_update(changed, INCIDENT_FIELDS, batch_size=1000)
     # An override made while this fold ran wins: the effective outcome follows it in SQL.
-    Incident.objects.filter(
-        pk__in=[i.pk for i in changed], override_outcome__isnull=False
-    ).update(outcome=F("override_outcome"))
+    Incident.objects.filter(pk__in=[i.pk for i in changed], override_outcome__isnull=False).update(
+        outcome=F("override_outcome")
+    )
     return {pair for pair in touched if pair[0] is not None}
 
 

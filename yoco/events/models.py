@@ -104,8 +104,16 @@ class Incident(models.Model):
         indexes = [
             # Covers the year counts and every dashboard chart: answered from the index alone.
             models.Index(
-                fields=["contract", "year_number", "outcome", "detected_at", "category",
-                        "trigger", "gpus", "downtime_ms"],
+                fields=[
+                    "contract",
+                    "year_number",
+                    "outcome",
+                    "detected_at",
+                    "category",
+                    "trigger",
+                    "gpus",
+                    "downtime_ms",
+                ],
                 name="incident_year_covering",
             ),  # fmt: skip
             models.Index(fields=["outcome", "deadline_at"]),
