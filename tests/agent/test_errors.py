@@ -37,7 +37,7 @@ def test_script_that_registers_nothing_fails_the_job_with_a_clear_error(tmp_path
 def test_world_size_that_the_processes_cannot_fill_is_refused(tmp_path):
     coordinator = subprocess.Popen(
         [PYTHON, "-m", "agent.cli", "coordinator", "--workers", "3", "--port", "0",
-         "--store-port", "0", "--advertise", "127.0.0.1", "--join-timeout", "8",
+         "--store-port", "0", "--advertise", "127.0.0.1", "--join-timeout", "20",
          "--events", str(tmp_path / "events.jsonl")],
         cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         start_new_session=True,

@@ -7,7 +7,7 @@ write events, a read token only read its customer's data, a billing token only u
 
 from django.conf import settings
 from django.db import models
-from rest_framework_api_key.models import AbstractAPIKey
+from rest_framework_api_key.models import AbstractAPIKey, APIKeyManager
 
 
 class Customer(models.Model):
@@ -41,9 +41,16 @@ class Cluster(models.Model):
         return self.name
 
 
+class ClusterKeyManager(APIKeyManager):
+    def get_usable_keys(self):
+        # Ingest reads the key's cluster on every request: fetch it with the key.
+        return super().get_usable_keys().select_related("cluster")
+
+
 class ClusterKey(AbstractAPIKey):
     """Ingest credential of one cluster."""
 
+    objects = ClusterKeyManager()
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="keys")
 
     class Meta(AbstractAPIKey.Meta):
