@@ -154,6 +154,10 @@ def run(
         typer.Option(help="join a remote coordinator instead of starting one (multi-node)"),
     ] = None,
     procs: Annotated[int, typer.Option(help="with --connect: processes on this node")] = 1,
+    transparent: Annotated[
+        bool,
+        typer.Option(help="protect an unmodified script: the agent finds the state itself"),
+    ] = False,
 ):
     """Run a training command under the agent: a coordinator, WORKERS ranks and SPARES standby
     processes, each running the command after `--`.
@@ -165,6 +169,10 @@ def run(
 
     _logging()
     command = list(ctx.args)
+    if transparent:
+        from agent.launcher import transparent_command
+
+        command = transparent_command(command)
     if connect:
         processes = LocalProcesses(command, connect)
         for _ in range(procs):
@@ -187,6 +195,7 @@ def run(
             checkpoint_every=checkpoint_every,
             health=_health(config),
             status_file=str(status_file) if status_file else None,
+            mode="transparent" if transparent else "model_aware",
         ),
         _sink(events, platform, cluster_key, spool, spool_max_mb),
         command,

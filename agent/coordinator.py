@@ -61,6 +61,7 @@ class Settings:
     checkpoint_keep: int = 2
     health: dict = field(default_factory=dict)
     status_file: str | None = None
+    mode: str = "model_aware"  # or "transparent" (agent/transparent.py)
 
 
 @dataclass
@@ -79,6 +80,7 @@ class Member:
     report: dict | None = None  # the last quiesced report in a recovery
     replies: dict = field(default_factory=dict)  # transfer id -> "sent"/"loaded" reply
     fatal_alarm: dict | None = None
+    protection: dict | None = None  # transparent mode: what its capture covers
     last_alarm: dict | None = None  # the newest health alarm (for `yoco-agent status`)
 
     @property
@@ -113,7 +115,7 @@ class Coordinator:
     ):
         self.settings = settings
         self.sink = sink
-        self.events = EventFactory(settings.cluster, settings.job)
+        self.events = EventFactory(settings.cluster, settings.job, settings.mode)
         self.spawn = spawn  # start one more (cold) process, when the launcher can
         self.kill = kill  # end an unresponsive local process
         self.members: list[Member] = []
@@ -259,6 +261,11 @@ class Coordinator:
         elif kind == "ready":
             member.ready = True
             member.state_bytes = message["state_bytes"]
+            if "protected" in message:
+                member.protection = {
+                    "protected": message["protected"],
+                    "unprotected": message["unprotected"],
+                }
         elif kind in QUIESCED:
             member.step = message["step"]
             member.state_bytes = message["state_bytes"]
@@ -361,6 +368,7 @@ class Coordinator:
                     "node": m.node,
                     "step": m.step,
                     "device": m.device,
+                    "ready": m.ready,
                     "heartbeat_age_s": round(time.monotonic() - m.last_seen, 2),
                     "alarm": (m.last_alarm or {}).get("detail"),
                 }
@@ -440,7 +448,11 @@ class Coordinator:
             )
         # Room for per-rank state to grow (data iterators, extra RNGs) without resizing.
         self.slot_bytes = 2 * max(m.state_bytes for m in self._workers()) // 1000 + 64 * 1024
-        self.sink.emit(self.events.job_started(s.world_size, s.model, _gpus(self._workers())))
+        self.sink.emit(
+            self.events.job_started(
+                s.world_size, s.model, _gpus(self._workers()), _protection(self._workers())
+            )
+        )
         self._resume_all({m.rank: "none" for m in self._workers()}, step=0)
 
     def _new_failures(self) -> list[Failure]:
@@ -774,6 +786,15 @@ class Coordinator:
             if member.role in ("spare", "receiving"):
                 self._send(member, {"type": "retire"})
         self._write_status()
+
+
+def _protection(workers: list[Member]) -> dict | None:
+    """Transparent mode: is every rank's state fully captured, and if not, what is missing."""
+    reports = [m.protection for m in workers if m.protection]
+    if not reports:
+        return None
+    unprotected = sorted({name for r in reports for name in r["unprotected"]})
+    return {"protected": not unprotected, "unprotected": unprotected}
 
 
 def _gpus(workers: list[Member]) -> int:

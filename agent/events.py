@@ -17,6 +17,7 @@ CATEGORIES = {
     "sdc", "maintenance", "unknown",
 }  # fmt: skip
 STATE_SOURCES = {"self", "replica", "mirror"}
+MODES = {"model_aware", "transparent"}
 JOB_STATUSES = {"completed", "failed", "cancelled"}
 # Types whose events belong to one incident and therefore carry it as `subject`.
 INCIDENT_TYPES = {
@@ -47,8 +48,9 @@ def _check(value: str, allowed: set[str], what: str) -> str:
 class EventFactory:
     """Builds the SPEC 3 events of one job (`/clusters/{cluster}/jobs/{job}`)."""
 
-    def __init__(self, cluster: str, job: str):
+    def __init__(self, cluster: str, job: str, mode: str = "model_aware"):
         self.source = f"/clusters/{cluster}/jobs/{job}"
+        self.mode = _check(mode, MODES, "mode")
 
     def _event(self, kind: str, data: dict, subject: str | None = None) -> dict:
         if kind in INCIDENT_TYPES and not subject:
@@ -66,13 +68,18 @@ class EventFactory:
             event["subject"] = subject
         return event
 
-    def job_started(self, world_size: int, model: str, gpus: int) -> dict:
+    def job_started(
+        self, world_size: int, model: str, gpus: int, extra: dict | None = None
+    ) -> dict:
+        """`extra`: further data fields (SPEC allows them), e.g. transparent mode's
+        `protected` / `unprotected`."""
         data = {
             "framework": "pytorch",
             "world_size": _count(world_size),
             "model": model,
             "gpus": _count(gpus),
-            "mode": "model_aware",
+            "mode": self.mode,
+            **(extra or {}),
         }
         return self._event("job.started", data)
 
@@ -109,7 +116,7 @@ class EventFactory:
         self, incident: str, *, state_source: str, source: dict, target: dict, nbytes: int
     ) -> dict:
         data = {
-            "mode": "model_aware",
+            "mode": self.mode,
             "state_source": _check(state_source, STATE_SOURCES, "state_source"),
             "source": source,
             "target": target,

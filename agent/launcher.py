@@ -17,6 +17,19 @@ import time
 from collections.abc import Callable
 
 
+def transparent_command(command: list[str]) -> list[str]:
+    """`python train.py ...` -> `python -m agent.transparent train.py ...` (transparent mode)."""
+    if len(command) >= 2 and os.path.basename(command[0]).startswith("python"):
+        if command[1] == "-m":
+            raise ValueError("transparent mode runs a script file: python train.py ...")
+        return [command[0], "-m", "agent.transparent", *command[1:]]
+    if command and command[0].endswith(".py"):
+        return [sys.executable, "-m", "agent.transparent", *command]
+    raise ValueError(
+        "transparent mode runs a Python script: yoco-agent run --transparent -- python train.py"
+    )
+
+
 class LocalProcesses:
     def __init__(self, command: list[str], coordinator: str, node: str | None = None):
         if not command:

@@ -23,6 +23,7 @@ extra collective.
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import torch
@@ -61,8 +62,27 @@ def decode_slot(slot: torch.Tensor) -> bytes:
     return triples.astype(np.uint8).tobytes()[:length]
 
 
+BUCKET_BYTES = 8 << 20  # gradient bucket size for overlapping the all-reduce with backward
+
+
+class AccumulationError(RuntimeError):
+    pass
+
+
 class FlatReducer:
-    def __init__(self, params: list[torch.nn.Parameter], world_size: int, slot_bytes: int):
+    """Gradients live in one flat float32 buffer laid out in parameter registration order. It
+    is reduced in fixed buckets (whole parameters, in reverse layout order, cut at
+    BUCKET_BYTES): each bucket's all-reduce starts as soon as backward has produced all of its
+    gradients, and buckets start strictly in their fixed order, so every element is summed at
+    the same position of the same-sized bucket on every rank and in every generation."""
+
+    def __init__(
+        self,
+        params: list[torch.nn.Parameter],
+        world_size: int,
+        slot_bytes: int,
+        bucket_bytes: int = BUCKET_BYTES,
+    ):
         self.params = [p for p in params if p.requires_grad]
         for p in self.params:
             if p.dtype != torch.float32:
@@ -72,52 +92,157 @@ class FlatReducer:
                 )
         self.device = self.params[0].device if self.params else torch.device("cpu")
         self.grad_numel = sum(p.numel() for p in self.params)
-        self.world_size = world_size
-        self.slot_words = _words_for(slot_bytes)
-        self.mirror = torch.zeros(world_size, self.slot_words)
+        self.offsets = []
+        offset = 0
+        for p in self.params:
+            self.offsets.append(offset)
+            offset += p.numel()
+        # Buckets over whole parameters, last parameter first (backward's order, roughly).
+        self.buckets: list[tuple[int, int]] = []  # (start, end) in the flat buffer
+        self.bucket_of: list[int] = [0] * len(self.params)
+        self.bucket_size: list[int] = []
+        end = self.grad_numel
+        members = 0
+        for i in reversed(range(len(self.params))):
+            members += 1
+            self.bucket_of[i] = len(self.buckets)
+            start = self.offsets[i]
+            if (end - start) * 4 >= bucket_bytes or i == 0:
+                self.buckets.append((start, end))
+                self.bucket_size.append(members)
+                end, members = start, 0
+        self.group = None  # set by the runtime: the group to reduce on while backward runs
+        self.overlap = True
         self.pause_agreed = False
-        self.replace_buffer()
+        self.world_size = 0
+        self._reset_step()
+        self.grads = torch.zeros(self.grad_numel, device=self.device)
+        self._bind_all()
+        self.configure(world_size, slot_bytes)
+        for i, p in enumerate(self.params):
+            p.register_post_accumulate_grad_hook(self._hook(i))
+
+    def configure(self, world_size: int, slot_bytes: int, fresh: bool = False) -> None:
+        """(Re)size the tail of pause flags and per-rank slots; the gradients stay put. `fresh`:
+        a new tail even at the same size (an abandoned all-reduce may still write the old)."""
+        words = _words_for(slot_bytes)
+        same = world_size == self.world_size and words == getattr(self, "slot_words", None)
+        if same and not fresh:
+            return
+        if not same:
+            self.mirror = torch.zeros(world_size, words)
+        self.world_size, self.slot_words = world_size, words
+        n, w = world_size, words
+        self.tail = torch.zeros(n + n * w, device=self.device)
+        self.flags = self.tail[:n]
+        self.slots = self.tail[n:].view(n, w)
 
     def replace_buffer(self) -> None:
-        """A fresh buffer, gradients re-bound as views of it. Called after an abandoned
-        all-reduce too: the dead group's threads may still write into the old buffer."""
-        n, w = self.world_size, self.slot_words
-        self.buffer = torch.zeros(self.grad_numel + n + n * w, device=self.device)
-        self.grads = self.buffer[: self.grad_numel]
-        self.flags = self.buffer[self.grad_numel : self.grad_numel + n]
-        self.slots = self.buffer[self.grad_numel + n :].view(n, w)
-        offset = 0
-        for p in self.params:
-            p.grad = self.grads[offset : offset + p.numel()].view_as(p)
-            offset += p.numel()
+        """Fresh gradient and tail buffers, gradients re-bound as views: when an abandoned
+        all-reduce's threads might still write into the old ones."""
+        self.grads = torch.zeros(self.grad_numel, device=self.device)
+        self._bind_all()
+        self.configure(self.world_size, (self.slot_words - 1) * BYTES_PER_WORD, fresh=True)
+        self._reset_step()
 
-    def _rebind(self) -> None:
+    def _bind_all(self) -> None:
+        for p, offset in zip(self.params, self.offsets, strict=True):
+            p.grad = self.grads[offset : offset + p.numel()].view_as(p)
+
+    def _view(self, i: int) -> torch.Tensor:
+        p = self.params[i]
+        return self.grads[self.offsets[i] : self.offsets[i] + p.numel()].view_as(p)
+
+    def _bind(self, i: int) -> None:
         """Gradients must be views of the buffer; a user's zero_grad(set_to_none=True) or a
         freshly loaded optimizer may have replaced them."""
-        offset = 0
-        for p in self.params:
-            view = self.grads[offset : offset + p.numel()].view_as(p)
-            if p.grad is not None and p.grad.data_ptr() != view.data_ptr():
-                view.copy_(p.grad)
-            p.grad = view
-            offset += p.numel()
+        p = self.params[i]
+        view = self._view(i)
+        if p.grad is not None and p.grad.data_ptr() != view.data_ptr():
+            view.copy_(p.grad)
+        p.grad = view
+
+    def _reset_step(self) -> None:
+        self._seen = [False] * len(self.params)
+        self._missing = list(self.bucket_size)
+        self._launched = 0
+        self._works: list = []
+
+    def _hook(self, i: int):
+        def hook(_param) -> None:
+            if self.group is None or not self.overlap:
+                return
+            if self._seen[i]:
+                raise AccumulationError(
+                    "a gradient was accumulated twice in one step while its all-reduce may "
+                    "already run: wrap all but the last backward of a step in "
+                    "`with run.accumulate():`"
+                )
+            self._seen[i] = True
+            self._bind(i)
+            bucket = self.bucket_of[i]
+            self._missing[bucket] -= 1
+            self._launch_ready()
+
+        return hook
+
+    def _launch_ready(self) -> None:
+        while self._launched < len(self.buckets) and self._missing[self._launched] == 0:
+            self._launch(self._launched)
+
+    def _launch(self, bucket: int) -> None:
+        start, end = self.buckets[bucket]
+        try:
+            work = self.group.allreduce([self.grads[start:end]])
+        except RuntimeError:  # a broken group: all_reduce reports the step as abandoned
+            work = None
+        self._works.append(work)
+        self._launched += 1
+
+    def pending_works(self) -> list:
+        return list(self._works)
 
     def all_reduce(
         self, group, rank: int, per_rank_blob: bytes, pause: bool, abort: threading.Event
     ) -> bool:
-        """Reduce this step's gradients. False when the step was abandoned (a peer died, or the
-        coordinator asked us to stop waiting); the gradients are then not applied anywhere
-        on this rank."""
-        self._rebind()
+        """Reduce this step's gradients (the buckets backward has not started yet, then the
+        flags and slots). False when the step was abandoned (a peer died, or the coordinator
+        asked us to stop waiting); the gradients are then not applied anywhere on this rank."""
+        self.group = group
+        for i, seen in enumerate(self._seen):
+            if not seen:
+                self._bind(i)
+        while self._launched < len(self.buckets):
+            self._launch(self._launched)
         self.flags.zero_()
         self.flags[rank] = 1.0 if pause else 0.0
         self.slots.zero_()
         self.slots[rank].copy_(encode_slot(per_rank_blob, self.slot_words))
-        if not _wait(group.allreduce([self.buffer]), abort):
-            return False
+        try:
+            self._works.append(group.allreduce([self.tail]))
+        except RuntimeError:
+            self._works.append(None)
+        works, self._works = self._works, []
+        for work in works:
+            if work is None or not _wait(work, abort):
+                self._works = works
+                return False
+        self._reset_step()
         self.grads.div_(self.world_size)
         self.mirror.copy_(self.slots)
         self.pause_agreed = bool(self.flags.sum().item() > 0)
+        return True
+
+    def settle(self, timeout_s: float = 2.0) -> bool:
+        """After an abandoned step: wait until the broken group's collectives have ended, so
+        none can write into the gradient buffer any more. True when they all did."""
+        deadline = time.monotonic() + timeout_s
+        for work in self._works:
+            while work is not None and not work.is_completed():
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.005)
+        self._reset_step()
         return True
 
     def exchange_per_rank(self, group, rank: int, blob: bytes, abort: threading.Event) -> bool:

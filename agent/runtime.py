@@ -17,6 +17,7 @@ died mid-step) is simply yielded again with the same step index, RNG state and d
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import queue
@@ -44,8 +45,9 @@ class RegistrationError(RuntimeError):
     pass
 
 
-def attach() -> Run:
-    """Join the job the launcher started. Reads YOCO_COORDINATOR (HOST:PORT)."""
+def attach(run_class: type[Run] | None = None) -> Run:
+    """Join the job the launcher started. Reads YOCO_COORDINATOR (HOST:PORT). `run_class`: a
+    Run subclass (transparent mode's)."""
     address = os.environ.get(ENV_COORDINATOR)
     if not address:
         raise RuntimeError(
@@ -69,7 +71,7 @@ def attach() -> Run:
     if welcome["type"] == "error":
         channel.close()
         raise RuntimeError(f"the yoco coordinator refused this process: {welcome['message']}")
-    return Run(channel, welcome)
+    return (run_class or Run)(channel, welcome)
 
 
 def _device_name() -> str:
@@ -143,7 +145,10 @@ class Run:
             )
             self.channel.send({"type": "fatal", "message": message})
             raise RegistrationError(message)
-        self.channel.send({"type": "ready", "state_bytes": self._state_bytes()})
+        state_bytes = self._state_bytes()
+        if self.role == "spare":
+            self._prepare_spare()
+        self.channel.send({"type": "ready", "state_bytes": state_bytes})
         self._await_coordinator(None)
         while True:
             while self.current_step < total:
@@ -179,6 +184,45 @@ class Run:
         self.reducer.zero_grads()
         self.current_step += 1
         return True
+
+    @contextlib.contextmanager
+    def accumulate(self):
+        """Gradient accumulation: run every backward of a step but the last inside this block,
+        so the gradient all-reduce (which overlaps the last backward) starts only once."""
+        reducer = self.reducer
+        if reducer is None:
+            yield
+            return
+        reducer.overlap = False
+        try:
+            yield
+        finally:
+            reducer.overlap = True
+
+    def _prepare_spare(self) -> None:
+        """While it waits, a spare allocates (and touches) everything the state it will receive
+        lives in: the gradient buffer, and the optimizers' state, by a step with zero gradients
+        and a zero learning rate. The state then streams straight into these tensors, and
+        recovery allocates nothing. The values do not matter: every tensor is overwritten."""
+        params = [p for m in self.registry.models for p in m.parameters()]
+        self.reducer = FlatReducer(params, self.world_size, 64 * 1024)
+        for optimizer in self.registry.optimizers:
+            if optimizer.state:
+                continue
+            saved = [group.get("lr") for group in optimizer.param_groups]
+            try:
+                for group in optimizer.param_groups:
+                    if isinstance(group.get("lr"), float | int):
+                        group["lr"] = 0.0
+                with torch.no_grad():
+                    optimizer.step()
+            except Exception:  # noqa: BLE001 - e.g. an optimizer needing a closure: skip
+                optimizer.state.clear()
+            finally:
+                for group, lr in zip(optimizer.param_groups, saved, strict=True):
+                    if lr is not None:
+                        group["lr"] = lr
+        self.reducer.zero_grads()
 
     # -- failure handling ---------------------------------------------------------------------
 
@@ -283,11 +327,19 @@ class Run:
             # which is this rank's own slot of the mirror from the last completed all-reduce.
             self.registry.load_per_rank_state(decode_per_rank(self.reducer.mirror_of(self.rank)))
         self.group = self._form_group(command["generation"])
-        if self.reducer is None or self.reducer.world_size != self.world_size:
+        if self.reducer is None:
             params = [p for m in self.registry.models for p in m.parameters()]
             self.reducer = FlatReducer(params, self.world_size, command["slot_bytes"])
-        elif self._buffer_poisoned:
-            self.reducer.replace_buffer()
+        else:
+            if self._buffer_poisoned:
+                # Reuse the gradient buffer once the broken group's collectives have ended
+                # (no allocation, no re-bind); a fresh one only if they will not end.
+                if self.reducer.settle():
+                    self.reducer.zero_grads()
+                else:
+                    self.reducer.replace_buffer()
+            self.reducer.configure(self.world_size, command["slot_bytes"])
+        self.reducer.group = self.group
         self._buffer_poisoned = False
         self._stalled = False
         self._pause_requested = False

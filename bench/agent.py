@@ -3,13 +3,16 @@
     .venv/bin/python bench/agent.py [--quick]
 
 * memcpy_gbps, tcp_gbps, gloo_p2p_gbps: what the machine can move, 1 GiB each; gloo is the best
-  of several chunkings with many sends in flight.
-* migration_gbps: agent.transport streaming a 1 GiB state (many tensors) between two processes,
-  checksums included: the same path a migration takes.
-* overhead_ratio: step time of the agent's training step (flat-buffer all-reduce with the
-  per-rank mirror riding along) over plain DDP, 2 ranks, same model.
+  of several chunkings with every send in flight at once.
+* migration_gbps: agent.transport streaming a 1 GiB state (64 tensors) between two processes,
+  checksums included: the same path a migration takes. Measured in the same two processes as
+  the raw gloo rates, alternating round by round; best round of each, and the per-round ratio.
+* overhead_ratio: median step time of the agent's training step (bucketed all-reduce overlapping
+  backward, the per-rank mirror riding along) over plain DDP, 2 ranks, same model, measured in
+  the same processes in alternating blocks of steps.
 * recovery_s: SIGKILL of a worker -> next completed step, through the real launcher and
-  coordinator, for states of 100 MB, 1 GB and 4 GB.
+  coordinator, for states of 100 MB, 1 GB and 4 GB; recovery_detail splits it into kill ->
+  job resumed and the ordinary step time of that job (the floor of the remainder).
 """
 
 from __future__ import annotations
@@ -93,35 +96,36 @@ def _pair(rank: int, port: int):
     return dist.ProcessGroupGloo(store, rank, 2, datetime.timedelta(seconds=120))
 
 
-def _gloo_peer(rank: int, port: int, chunkings: list[int], result) -> None:
-    torch.set_num_threads(1)
-    group = _pair(rank, port)
-    buf = torch.ones(GIB, dtype=torch.uint8) if rank == 0 else torch.zeros(GIB, dtype=torch.uint8)
-    rates = {}
-    for pieces in chunkings:
-        chunks = buf.view(pieces, -1)
-        group.barrier().wait()
-        t = time.perf_counter()
-        if rank == 0:
-            works = [group.send([c], 1, i) for i, c in enumerate(chunks)]
-        else:
-            works = [group.recv([c], 0, i) for i, c in enumerate(chunks)]
-        for w in works:
-            w.wait()
-        rates[pieces] = GIB / (time.perf_counter() - t) / 1e9
-    if rank == 1:
-        result.put(rates)
+def _gloo_send_recv(group, rank: int, buf: torch.Tensor, pieces: int) -> float:
+    chunks = buf.view(pieces, -1)
+    group.barrier().wait()
+    t = time.perf_counter()
+    if rank == 0:
+        works = [group.send([c], 1, i) for i, c in enumerate(chunks)]
+    else:
+        works = [group.recv([c], 0, i) for i, c in enumerate(chunks)]
+    for w in works:
+        w.wait()
+    return GIB / (time.perf_counter() - t) / 1e9
 
 
-def _migration_peer(rank: int, port: int, tensors: int, result) -> None:
+def _transfer_peer(rank: int, port: int, chunkings: list[int], rounds: int, result) -> None:
+    """Raw gloo send/recv (every chunk in flight at once) and the agent's migration stream, on
+    the same pair of processes and for the same 1 GiB, alternating round by round so that both
+    see the same machine load. The state is 64 tensors of 16 MiB, received in place."""
     from agent.transport import recv_state, send_state
 
     torch.set_num_threads(1)
     group = _pair(rank, port)
+    buf = torch.ones(GIB, dtype=torch.uint8) if rank == 0 else torch.zeros(GIB, dtype=torch.uint8)
+    tensors = 64
     size = GIB // 4 // tensors
     state = {"model": {f"w{i}": torch.full((size,), float(rank)) for i in range(tensors)}}
-    rates = []
-    for _ in range(2):
+    gloo: dict[int, list[float]] = {pieces: [] for pieces in chunkings}
+    migration: list[float] = []
+    for _ in range(rounds):
+        for pieces in chunkings:
+            gloo[pieces].append(_gloo_send_recv(group, rank, buf, pieces))
         group.barrier().wait()
         t = time.perf_counter()
         if rank == 0:
@@ -129,9 +133,9 @@ def _migration_peer(rank: int, port: int, tensors: int, result) -> None:
         else:
             received = recv_state(group, state)
             assert torch.equal(received.state["model"]["w0"], torch.zeros(size))
-        rates.append(GIB / (time.perf_counter() - t) / 1e9)
+        migration.append(GIB / (time.perf_counter() - t) / 1e9)
     if rank == 1:
-        result.put(max(rates))
+        result.put({"gloo": gloo, "migration": migration})
 
 
 def _two_processes(target, *args):
@@ -147,50 +151,63 @@ def _two_processes(target, *args):
     return value
 
 
-def _step_time_peer(rank: int, port: int, mode: str, steps: int, result) -> None:
+def _step_time_peer(rank: int, port: int, steps: int, block: int, result) -> None:
+    """Plain DDP and the agent's step on the same pair of processes, same model and data,
+    alternating blocks of `block` steps so both see the same machine load."""
     from agent.reducer import FlatReducer
     from agent.state import Registry, encode_per_rank
 
     torch.set_num_threads(1)
-    torch.manual_seed(0)
     store = dist.TCPStore("127.0.0.1", port, 2, rank == 0, timeout=datetime.timedelta(seconds=60))
-    model = torch.nn.Sequential(*[torch.nn.Linear(1024, 1024) for _ in range(8)])
-    optimizer = torch.optim.AdamW(model.parameters())
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
+
+    def build():
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(*[torch.nn.Linear(1024, 1024) for _ in range(8)])
+        return model, torch.optim.AdamW(model.parameters())
+
     x = torch.randn(64, 1024)
-    if mode == "ddp":
-        dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
-        net = torch.nn.parallel.DistributedDataParallel(model)
-    else:
-        group = dist.ProcessGroupGloo(store, rank, 2, datetime.timedelta(seconds=120))
-        registry = Registry(models=[model], optimizers=[optimizer])
-        reducer = FlatReducer(list(model.parameters()), 2, 64 * 1024)
-        abort = threading.Event()
-        net = model
-    times = []
-    for _ in range(steps):
-        t = time.perf_counter()
-        net(x).square().mean().backward()
-        if mode == "agent":
-            blob = encode_per_rank(registry.per_rank_state())
-            reducer.all_reduce(group, rank, blob, False, abort)
-            optimizer.step()
-            reducer.zero_grads()
-        else:
-            optimizer.step()
-            optimizer.zero_grad()
-        times.append(time.perf_counter() - t)
+    plain_model, plain_optimizer = build()
+    ddp = torch.nn.parallel.DistributedDataParallel(plain_model)
+    model, optimizer = build()
+    group = dist.ProcessGroupGloo(
+        dist.PrefixStore("agent/", store), rank, 2, datetime.timedelta(seconds=120)
+    )
+    registry = Registry(models=[model], optimizers=[optimizer])
+    reducer = FlatReducer(list(model.parameters()), 2, 64 * 1024)
+    reducer.group = group  # buckets start reducing while backward runs
+    abort = threading.Event()
+
+    def plain_step():
+        ddp(x).square().mean().backward()
+        plain_optimizer.step()
+        plain_optimizer.zero_grad()
+
+    def agent_step():
+        model(x).square().mean().backward()
+        blob = encode_per_rank(registry.per_rank_state())
+        reducer.all_reduce(group, rank, blob, False, abort)
+        optimizer.step()
+        reducer.zero_grads()
+
+    times: dict[str, list[float]] = {"plain": [], "agent": []}
+    for i in range(steps // block):
+        for name, fn in (("plain", plain_step), ("agent", agent_step)):
+            for _ in range(block):
+                t = time.perf_counter()
+                fn()
+                if i:  # the first block of each warms up
+                    times[name].append(time.perf_counter() - t)
     if rank == 0:
-        times = sorted(times[3:])
-        result.put(times[len(times) // 2])
+        result.put({name: sorted(ts)[len(ts) // 2] for name, ts in times.items()})
 
 
 def overhead_ratio(steps: int) -> tuple[float, float, float]:
-    plain = _two_processes(_step_time_peer, "ddp", steps)
-    agent = _two_processes(_step_time_peer, "agent", steps)
-    return agent / plain, agent, plain
+    medians = _two_processes(_step_time_peer, steps, 5)
+    return medians["agent"] / medians["plain"], medians["agent"], medians["plain"]
 
 
-def recovery_s(state_bytes: int) -> float:
+def recovery_s(state_bytes: int) -> dict:
     """Start 2 workers + 1 spare under the real launcher, SIGKILL rank 1, time until the
     job's next completed step (written by the workers as they finish each step)."""
     tmp = Path(tempfile.mkdtemp(prefix="yoco-recovery-"))
@@ -209,7 +226,7 @@ def recovery_s(state_bytes: int) -> float:
     launcher = subprocess.Popen(command, cwd=REPO, env=env, start_new_session=True,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
-        while not (marks.exists() and len(marks.read_text().split()) >= 6):
+        while not (marks.exists() and len(marks.read_text().split()) >= 8):
             time.sleep(0.05)
         pid = next(m["pid"] for m in json.loads(status.read_text())["members"]
                    if m["role"] == "worker" and m["rank"] == 1)  # fmt: skip
@@ -222,8 +239,26 @@ def recovery_s(state_bytes: int) -> float:
             resumed = [t for t in after if t > killed + 0.0]
             events = (tmp / "events.jsonl").read_text() if (tmp / "events.jsonl").exists() else ""
             if resumed and "job.resumed" in events:
-                return max(0.0, min(resumed) - killed)
+                break
             time.sleep(0.02)
+        # The parts: kill -> the job resumed (state moved, group re-formed), and one ordinary
+        # step before the kill (the next completed step cannot come sooner than that).
+        resumed_at = next(
+            datetime.datetime.fromisoformat(e["time"]).timestamp()
+            for e in map(json.loads, events.splitlines())
+            if e["type"].endswith("job.resumed")
+        )
+        done: dict[int, float] = {}
+        for line in lines[:before]:
+            step, t = line.split(",")
+            done[int(step)] = max(done.get(int(step), 0.0), float(t))
+        ends = [done[k] for k in sorted(done)]
+        gaps = sorted(b - a for a, b in zip(ends, ends[1:], strict=False))
+        return {
+            "kill_to_next_step_s": max(0.0, min(resumed) - killed),
+            "kill_to_resumed_s": max(0.0, resumed_at - killed),
+            "step_s": gaps[len(gaps) // 2],
+        }
     finally:
         os.killpg(launcher.pid, signal.SIGKILL)
         launcher.wait()
@@ -270,18 +305,32 @@ def main() -> None:
     }
     results["memcpy_gbps"] = round(memcpy_gbps(), 3)
     results["tcp_gbps"] = round(tcp_gbps(), 3)
-    gloo = _two_processes(_gloo_peer, [1, 16, 64, 128])
-    results["gloo_p2p_by_chunks"] = {str(k): round(v, 3) for k, v in gloo.items()}
-    results["gloo_p2p_gbps"] = round(max(gloo.values()), 3)
-    results["migration_gbps"] = round(_two_processes(_migration_peer, 64), 3)
+    chunkings = [1, 16, 64, 128]
+    rounds = 2 if quick else 4
+    transfer = _two_processes(_transfer_peer, chunkings, rounds)
+    gloo, migration = transfer["gloo"], transfer["migration"]
+    results["gloo_p2p_by_chunks"] = {str(k): round(max(v), 3) for k, v in gloo.items()}
+    results["gloo_p2p_gbps"] = round(max(max(v) for v in gloo.values()), 3)
+    results["migration_gbps"] = round(max(migration), 3)
     results["migration_vs_gloo"] = round(results["migration_gbps"] / results["gloo_p2p_gbps"], 3)
     results["migration_vs_memcpy"] = round(results["migration_gbps"] / results["memcpy_gbps"], 3)
-    ratio, agent_s, plain_s = overhead_ratio(15 if quick else 40)
+    # Per round, migration over the best raw gloo of the same round: robust to machine load.
+    per_round = [m / max(v[r] for v in gloo.values()) for r, m in enumerate(migration)]
+    results["transfer_rounds"] = {
+        "gloo_best_gbps": [round(max(v[r] for v in gloo.values()), 3) for r in range(rounds)],
+        "migration_gbps": [round(m, 3) for m in migration],
+        "migration_vs_gloo": [round(x, 3) for x in per_round],
+    }
+    ratio, agent_s, plain_s = overhead_ratio(30 if quick else 100)
     results["overhead_ratio"] = round(ratio, 4)
     results["step_s"] = {"agent": round(agent_s, 5), "plain_ddp": round(plain_s, 5)}
     sizes = {"100MB": 100 * 10**6, "1GB": 10**9} if quick else {
         "100MB": 100 * 10**6, "1GB": 10**9, "4GB": 4 * 10**9}  # fmt: skip
-    results["recovery_s"] = {name: round(recovery_s(size), 3) for name, size in sizes.items()}
+    detail = {name: recovery_s(size) for name, size in sizes.items()}
+    results["recovery_s"] = {n: round(d["kill_to_next_step_s"], 3) for n, d in detail.items()}
+    results["recovery_detail"] = {
+        n: {k: round(v, 3) for k, v in d.items()} for n, d in detail.items()
+    }
     out = REPO / "bench" / "results" / "agent.json"
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))

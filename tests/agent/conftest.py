@@ -70,9 +70,17 @@ class Job:
         raise AssertionError(f"timed out waiting for {what}:\n{self.output()}")
 
     def wait_step(self, step: int) -> dict:
-        return self.wait_for(
-            lambda: (s := self.status()) and s.get("step", 0) >= step and s, what=f"step {step}"
-        )
+        """Wait for `step`, with every spare ready: on a loaded machine spares still importing
+        torch would turn a test of live migration into one of the no-spare fallback."""
+
+        def reached():
+            status = self.status()
+            spares_ready = all(
+                m.get("ready") for m in status.get("members", []) if m["role"] == "spare"
+            )
+            return status.get("step", 0) >= step and spares_ready and status
+
+        return self.wait_for(reached, timeout=180, what=f"step {step} with spares ready")
 
     def worker_pid(self, rank: int) -> int:
         for member in self.status()["members"]:
@@ -92,7 +100,7 @@ class Job:
         assert result.returncode == 0, result.stderr
         return json.loads(result.stdout)
 
-    def wait_done(self, timeout: float = 120) -> int:
+    def wait_done(self, timeout: float = 240) -> int:
         try:
             return self.process.wait(timeout=timeout)
         except subprocess.TimeoutExpired as error:

@@ -1,0 +1,83 @@
+"""Transparent mode (SPEC 2.2): unmodified training scripts survive an unplanned kill, a
+pre-emptive alarm and a planned drain, and end bit for bit where their failure-free runs end."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from tests.agent.conftest import assert_bit_identical, incidents
+from tests.agent.transparent_job import TransparentJob
+
+pytestmark = pytest.mark.agent
+
+SLOW = ["--step-sleep", "0.05"]
+# script, its arguments, total steps, the steps at which to kill / alarm / drain
+CASES = {
+    "ddp_bn": ("ddp_bn.py", ["--epochs", "5"], 40, (5, 16, 28)),
+    "accum_sched": ("accum_sched.py", ["--epochs", "4"], 48, (5, 18, 33)),
+    "amp_scaler": ("amp_scaler.py", ["--steps", "40"], 40, (5, 16, 28)),
+}
+
+
+@pytest.fixture
+def start(tmp_path):
+    jobs = []
+
+    def start(name, script, args, spares):
+        directory = tmp_path / name
+        directory.mkdir()
+        job = TransparentJob(directory, script, 2, spares, args)
+        jobs.append(job)
+        return job
+
+    yield start
+    for job in jobs:
+        job.stop()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_unmodified_script_survives_three_triggers_bit_identical(start, case):
+    script, args, total, (kill_at, alarm_at, drain_at) = CASES[case]
+    job = start("three", script, args + SLOW, 3)
+    baseline = start("baseline", script, args, 0)  # the failure-free run, alongside
+
+    job.wait_step(kill_at)
+    os.kill(job.worker_pid(1), signal.SIGKILL)  # unplanned
+    job.wait_for(lambda: len(job.events("job.resumed")) == 1, what="recovery from SIGKILL")
+    job.wait_step(alarm_at)
+    job.cli("inject", "thermal", "--rank", "0")  # pre-emptive
+    job.wait_for(lambda: len(job.events("job.resumed")) == 2, what="pre-emptive migration")
+    job.wait_step(drain_at)
+    job.cli("drain", "--rank", "1")  # planned
+    job.wait_for(lambda: len(job.events("job.resumed")) == 3, what="planned migration")
+    assert job.wait_done() == 0, job.output()
+    assert baseline.wait_done() == 0, baseline.output()
+
+    states, expected = job.final_states(), baseline.final_states()
+    assert len(states) == 2
+    assert_bit_identical(states, expected)
+    if "scaler" in expected[0]:
+        assert [s["scaler"] for s in states] == [s["scaler"] for s in expected]
+
+    (started,) = job.events("job.started")
+    assert started["data"]["mode"] == "transparent"
+    assert started["data"]["protected"] is True
+    triggers = set()
+    for events in incidents(job).values():
+        types = [e["type"].removeprefix("io.yoco.") for e in events]
+        assert types == [
+            "failure.detected",
+            "migration.started",
+            "migration.completed",
+            "job.resumed",
+        ], types
+        triggers.add(events[0]["data"]["trigger"])
+        assert events[1]["data"]["mode"] == "transparent"
+        assert events[2]["data"]["steps_lost"] == 0
+        assert events[2]["data"]["bytes"] > 0
+    assert triggers == {"unplanned", "preemptive", "planned"}
+    finished = job.events("job.finished")
+    assert [e["data"] for e in finished] == [{"status": "completed", "step": total}]
