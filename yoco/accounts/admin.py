@@ -9,7 +9,7 @@ from django.utils.html import format_html_join
 
 from yoco.accounts.models import BillingToken, Cluster, ClusterKey, Customer, Membership, ReadToken
 from yoco.guarantee import actions
-from yoco.lib.admin import ReadOnlyAdmin, apply_each, audit_history, show_key_once
+from yoco.lib.admin import ReadOnlyAdmin, ReadOnlyInline, apply_each, audit_history, show_key_once
 
 
 class MembershipInline(admin.TabularInline):
@@ -98,19 +98,9 @@ class CustomerAdmin(admin.ModelAdmin):
         apply_each(self, request, queryset, apply)
 
 
-class ClusterKeyInline(admin.TabularInline):
+class ClusterKeyInline(ReadOnlyInline):
     model = ClusterKey
     fields = ["prefix", "name", "created", "revoked"]
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-    show_change_link = True
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Cluster)

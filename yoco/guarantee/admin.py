@@ -13,7 +13,14 @@ from django.utils.html import format_html
 
 from yoco.guarantee import actions, rules
 from yoco.guarantee.models import AuditRecord, Contract, ContractYear, Credit
-from yoco.lib.admin import ReadOnlyAdmin, ReasonForm, apply_each, ask_then_apply, audit_history
+from yoco.lib.admin import (
+    ReadOnlyAdmin,
+    ReadOnlyInline,
+    ReasonForm,
+    apply_each,
+    ask_then_apply,
+    audit_history,
+)
 
 
 def _link(obj, label=None):
@@ -24,19 +31,9 @@ def _link(obj, label=None):
     return format_html('<a href="{}">{}</a>', url, label or str(obj))
 
 
-class ContractYearInline(admin.TabularInline):
+class ContractYearInline(ReadOnlyInline):
     model = ContractYear
     fields = ["number", "start", "end", "state", "counts", "needs_review", "closed_at"]
-    readonly_fields = fields
-    extra = 0
-    can_delete = False
-    show_change_link = True
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Contract)

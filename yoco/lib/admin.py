@@ -72,6 +72,23 @@ def show_key_once(modeladmin, request, label: str, key: str) -> None:
     )
 
 
+class ReadOnlyInline(admin.TabularInline):
+    """Rows shown beside their parent, changed only through actions. Set `fields`."""
+
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def get_readonly_fields(self, request, obj=None):
+        return self.fields
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
 class ReadOnlyAdmin(admin.ModelAdmin):
     """View pages only: changes happen through the admin actions (the `do_*` functions)."""
 
