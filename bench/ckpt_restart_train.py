@@ -31,21 +31,12 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.examples.data import SyntheticTokens  # noqa: E402
-from agent.examples.gpt import GPT  # noqa: E402
+from agent.examples.gpt import GPT, add_model_args  # noqa: E402
 
 
 def model_args(p: argparse.ArgumentParser) -> None:
-    """The model/data options of agent/examples/gpt.py (same names, same defaults)."""
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--steps", type=int, default=200)
-    p.add_argument("--vocab", type=int, default=256)
-    p.add_argument("--seq", type=int, default=64)
-    p.add_argument("--dim", type=int, default=128)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--dropout", type=float, default=0.1)
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--lr", type=float, default=3e-3)
+    """The model/data options of agent/examples/gpt.py, and where progress goes."""
+    add_model_args(p)
     p.add_argument("--progress-dir", type=Path, required=True)
 
 

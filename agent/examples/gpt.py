@@ -61,8 +61,8 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
 
 
-def parse_args() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__)
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    """The model, data and schedule options (benchmarks that train the same job reuse them)."""
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--vocab", type=int, default=256)
@@ -73,6 +73,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--lr", type=float, default=3e-3)
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__)
+    add_model_args(p)
     p.add_argument("--step-sleep", type=float, default=0.0, help="seconds; slows demos down")
     p.add_argument("--out", type=Path, help="write each rank's final state here")
     return p.parse_args()
