@@ -7,6 +7,7 @@ workers and S spares. On several machines each node runs a launcher pointed at o
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -15,6 +16,21 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
+
+
+def kill_listed_processes(status_file: str | os.PathLike) -> None:
+    """SIGKILL every process a job's `--status-file` names. Workers and spares run in sessions
+    of their own, so killing the launcher's group alone would leave them running."""
+    try:
+        members = json.loads(Path(status_file).read_text()).get("members", [])
+    except (OSError, json.JSONDecodeError):
+        return
+    for member in members:
+        try:
+            os.killpg(member["pid"], signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def transparent_command(command: list[str]) -> list[str]:

@@ -36,6 +36,9 @@ import torch.multiprocessing as mp
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from agent.launcher import kill_listed_processes  # noqa: E402
+
 GIB = 1 << 30
 
 
@@ -262,11 +265,7 @@ def recovery_s(state_bytes: int) -> dict:
     finally:
         os.killpg(launcher.pid, signal.SIGKILL)
         launcher.wait()
-        for m in json.loads(status.read_text())["members"] if status.exists() else []:
-            try:
-                os.killpg(m["pid"], signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_listed_processes(status)
 
 
 def worker(params: int) -> None:

@@ -30,6 +30,8 @@ from torch import nn
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from agent.launcher import kill_listed_processes  # noqa: E402
+
 
 def build(hidden: int, layers: int) -> nn.Module:
     torch.manual_seed(0)
@@ -119,11 +121,7 @@ def measure(mode: str, hidden: int, layers: int, kill_step: int) -> dict:
     finally:
         os.killpg(launcher.pid, signal.SIGKILL)
         launcher.wait()
-        for m in json.loads(status.read_text())["members"] if status.exists() else []:
-            try:
-                os.killpg(m["pid"], signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_listed_processes(status)
 
 
 def main() -> None:

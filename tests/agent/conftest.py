@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from agent.launcher import kill_listed_processes
 from agent.reporter import read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
@@ -117,12 +118,7 @@ class Job:
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
-        # Workers run in sessions of their own; the status file names them.
-        for member in self.status().get("members", []):
-            try:
-                os.killpg(member["pid"], signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        kill_listed_processes(self.status_path)
         self.log.close()
 
 
