@@ -102,7 +102,7 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True
 CELERY_BEAT_SCHEDULE = {
     "close-years": {"task": "yoco.guarantee.tasks.close_years_task", "schedule": 3600.0},
-    "expire-pending": {"task": "yoco.events.tasks.expire_pending_task", "schedule": 60.0},
+    "expire-pending": {"task": "yoco.guarantee.tasks.expire_pending_task", "schedule": 60.0},
 }
 
 # Ingest: the largest request body and the most events one request may carry (413 past them).
@@ -115,7 +115,7 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "yoco.lib.auth.ReadKeyAuthentication",
+        "yoco.accounts.auth.ReadKeyAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": [],

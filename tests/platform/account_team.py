@@ -56,7 +56,7 @@ def missed_credits(contract_factory, api, n: int = 1):
 
 
 def billing_token() -> str:
-    from yoco.guarantee.actions import do_create_billing_token
+    from yoco.accounts.actions import do_create_billing_token
 
     return do_create_billing_token(name="billing test")[1]
 

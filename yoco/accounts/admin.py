@@ -1,15 +1,17 @@
 """Account-team admin: customers and their portal users, clusters and every credential.
 
-Every change is a `yoco.guarantee.actions` function (audited); keys are shown once, in a
+Every change is a `yoco.accounts.actions` function (audited); keys are shown once, in a
 message, and stored hashed. Nothing here is ever hard-deleted except a membership, through its
 action (the audit record stays)."""
 
 from django.contrib import admin, messages
 from django.utils.html import format_html_join
 
+from yoco.accounts import actions
+from yoco.accounts.history import audit_history
 from yoco.accounts.models import BillingToken, Cluster, ClusterKey, Customer, Membership, ReadToken
-from yoco.guarantee import actions
-from yoco.lib.admin import ReadOnlyAdmin, ReadOnlyInline, apply_each, audit_history, show_key_once
+from yoco.lib.admin import ReadOnlyAdmin, ReadOnlyInline, apply_each, show_key_once
+from yoco.lib.errors import ActionError
 
 
 class MembershipInline(admin.TabularInline):
@@ -46,6 +48,11 @@ class CustomerAdmin(admin.ModelAdmin):
         found = super().get_actions(request)
         found.pop("delete_selected", None)
         return found
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        # Django runs this view inside one transaction; the do_* actions that save_model and
+        # save_formset call are durable transactions of their own, so they must not be nested.
+        return self._changeform_view(request, object_id, form_url, extra_context)
 
     @admin.display(description="contracts")
     def contract_list(self, customer):
@@ -86,7 +93,7 @@ class CustomerAdmin(admin.ModelAdmin):
                 elif not membership.pk and data.get("user"):
                     added = actions.do_add_member(customer, data["user"], actor=request.user)
                     formset.new_objects.append(added)
-            except actions.ActionError as exc:
+            except ActionError as exc:
                 self.message_user(request, str(exc), messages.ERROR)
 
     @admin.action(description="Create a read token (shown once)")

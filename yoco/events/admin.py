@@ -7,13 +7,15 @@ from django import forms
 from django.contrib import admin
 from django.utils.html import format_html_join
 
+from yoco.accounts.history import audit_history
 from yoco.events.models import Event, Incident, Job
 from yoco.guarantee import actions
-from yoco.lib.admin import ReadOnlyAdmin, ReasonForm, ask_then_apply, audit_history
+from yoco.lib.admin import ReadOnlyAdmin, ReasonForm, ask_then_apply
+from yoco.lib.vocabulary import OVERRIDE_OUTCOMES
 
 
 class OverrideForm(ReasonForm):
-    outcome = forms.ChoiceField(choices=[(o, o) for o in actions.OVERRIDE_OUTCOMES])
+    outcome = forms.ChoiceField(choices=[(o, o) for o in OVERRIDE_OUTCOMES])
     field_order = ["outcome", "reason"]
 
 

@@ -16,6 +16,7 @@ from yoco.events.models import Event, Incident, Job
 from yoco.guarantee import rules
 from yoco.guarantee.models import Contract
 from yoco.guarantee.years import refresh_years, terms_of
+from yoco.lib.vocabulary import JOB_FINISHED, JOB_RESUMED, JOB_STARTED
 
 
 def fold(cluster: Cluster, subjects: Iterable[str], sources: Iterable[str]) -> None:
@@ -36,7 +37,7 @@ def fold(cluster: Cluster, subjects: Iterable[str], sources: Iterable[str]) -> N
 def fold_jobs(cluster: Cluster, sources: Iterable[str]) -> set[str]:
     """Upsert the Job of each source from its job.* events; return sources whose terms changed."""
     changed = set()
-    lifecycle = (rules.JOB_STARTED, rules.JOB_FINISHED)
+    lifecycle = (JOB_STARTED, JOB_FINISHED)
     events_by_source: dict[str, list[Event]] = {}
     for event in Event.objects.filter(
         cluster=cluster, source__in=list(sources), type__in=lifecycle
@@ -45,8 +46,8 @@ def fold_jobs(cluster: Cluster, sources: Iterable[str]) -> set[str]:
     for source, events in events_by_source.items():
         job, _ = Job.objects.get_or_create(source=source, defaults={"cluster": cluster})
         before = (sorted(job.frameworks), job.gpus)
-        starts = [e for e in events if e.type == rules.JOB_STARTED]
-        finishes = [e for e in events if e.type == rules.JOB_FINISHED]
+        starts = [e for e in events if e.type == JOB_STARTED]
+        finishes = [e for e in events if e.type == JOB_FINISHED]
         if starts:
             first, last = starts[0], starts[-1]
             job.frameworks = sorted({e.data["framework"] for e in starts})
@@ -120,7 +121,7 @@ def refresh_incidents(cluster: Cluster, subjects: Iterable[str], now: datetime) 
 def _recompute(incident: Incident, facts: list[rules.EventFact], jobs: dict[str, Job],
                contracts: list[Contract], now: datetime) -> None:  # fmt: skip
     found = rules.detection(facts)
-    resumes = [f for f in facts if f.type == rules.JOB_RESUMED]
+    resumes = [f for f in facts if f.type == JOB_RESUMED]
     incident.downtime_ms = max((f.data.get("downtime_ms") or 0 for f in resumes), default=None)
     incident.source = found.source if found else ""
     job = jobs.get(incident.source)
@@ -144,18 +145,3 @@ def _recompute(incident: Incident, facts: list[rules.EventFact], jobs: dict[str,
         facts, job_frameworks=job.frameworks if job else (), terms=terms, now=now
     )
     incident.outcome = incident.override_outcome or incident.computed_outcome
-
-
-def expire_pending(now: datetime | None = None) -> int:
-    """Pending incidents past their deadline become failed: a conditional UPDATE, no locks."""
-    now = now or timezone.now()
-    with transaction.atomic():
-        expired = Incident.objects.filter(
-            outcome="pending", computed_outcome="pending", deadline_at__lt=now
-        )
-        touched = set(expired.values_list("contract_id", "year_number").distinct())
-        if not touched:
-            return 0
-        changed = expired.update(computed_outcome="failed", outcome="failed")
-        refresh_years(touched)
-    return changed

@@ -2,10 +2,12 @@
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Case, F, Q, Value, When
 
 from yoco.accounts.models import Cluster
 from yoco.guarantee import rules
 from yoco.guarantee.models import Contract
+from yoco.lib.vocabulary import FAILED, OUTCOMES, PENDING
 
 
 class Event(models.Model):
@@ -64,12 +66,38 @@ class Job(models.Model):
         return self.source
 
 
+class IncidentQuerySet(models.QuerySet):
+    """Reads see outcomes as they stand now (`rules.outcome_as_of`), whether or not the
+    periodic expiry has stored them yet: a pending incident past its deadline reads as failed."""
+
+    def as_of(self, now):
+        """Each incident annotated with `outcome_now` and `computed_outcome_now`: its stored
+        outcomes under `rules.outcome_as_of`, in SQL."""
+
+        def at_now(field: str) -> Case:
+            return Case(
+                When(**{field: PENDING, "deadline_at__lt": now}, then=Value(FAILED)),
+                default=F(field),
+                output_field=models.CharField(),
+            )
+
+        return self.annotate(
+            outcome_now=at_now("outcome"), computed_outcome_now=at_now("computed_outcome")
+        )
+
+    def with_outcome_as_of(self, outcome: str, now):
+        """Only the incidents whose outcome at `now` is `outcome` (indexable conditions)."""
+        if outcome == FAILED:
+            return self.filter(Q(outcome=FAILED) | Q(outcome=PENDING, deadline_at__lt=now))
+        if outcome == PENDING:
+            return self.filter(outcome=PENDING).exclude(deadline_at__lt=now)
+        return self.filter(outcome=outcome)
+
+
 class Incident(models.Model):
     """All events of one cluster with one subject; its outcome is recomputed on every change."""
 
-    OUTCOMES = [
-        (o, o) for o in ("live_resolved", "rolled_back", "failed", "pending", "excluded", "planned")
-    ]
+    OUTCOMES = [(o, o) for o in OUTCOMES]
 
     cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="incidents")
     subject = models.CharField(max_length=200)
@@ -96,6 +124,8 @@ class Incident(models.Model):
     )
     override_at = models.DateTimeField(null=True, blank=True)
     updated = models.DateTimeField(auto_now=True)
+
+    objects = IncidentQuerySet.as_manager()
 
     class Meta:
         constraints = [

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
-from yoco.guarantee import rules
-from yoco.guarantee.rules import (
+from yoco.lib import vocabulary
+from yoco.lib.vocabulary import (
     CATEGORIES,
     FRAMEWORKS,
     JOB_STATUSES,
@@ -30,15 +30,15 @@ def _enum(values):
 
 # type → {field: (kind, required)}
 DATA_FIELDS: dict[str, dict[str, tuple[tuple, bool]]] = {
-    rules.JOB_STARTED: {
+    vocabulary.JOB_STARTED: {
         "framework": (_enum(FRAMEWORKS), True),
         "world_size": (INT, True),
         "model": (STR, False),
         "gpus": (INT, False),
         "mode": (_enum(MODES), False),
     },
-    rules.JOB_FINISHED: {"status": (_enum(JOB_STATUSES), True), "step": (INT, False)},
-    rules.FAILURE_DETECTED: {
+    vocabulary.JOB_FINISHED: {"status": (_enum(JOB_STATUSES), True), "step": (INT, False)},
+    vocabulary.FAILURE_DETECTED: {
         "trigger": (_enum(TRIGGERS), True),
         "category": (_enum(CATEGORIES), True),
         "rank": (INT, False),
@@ -49,29 +49,29 @@ DATA_FIELDS: dict[str, dict[str, tuple[tuple, bool]]] = {
         "detail": (STR, False),
         "scope": (_enum(SCOPES), False),
     },
-    rules.MIGRATION_STARTED: {
+    vocabulary.MIGRATION_STARTED: {
         "mode": (_enum(MODES), True),
         "state_source": (_enum(STATE_SOURCES), True),
         "source": (("obj", {"node": (STR, False), "rank": (INT, False)}), False),
         "target": (("obj", {"node": (STR, False)}), False),
         "bytes": (INT, False),
     },
-    rules.MIGRATION_COMPLETED: {
+    vocabulary.MIGRATION_COMPLETED: {
         "steps_lost": (INT, True),
         "duration_ms": (INT, True),
         "bytes": (INT, False),
         "recompute_ms": (INT, False),
         "resumed_step": (INT, False),
     },
-    rules.MIGRATION_FAILED: {"reason": (STR, True)},
-    rules.CHECKPOINT_RESTORED: {
+    vocabulary.MIGRATION_FAILED: {"reason": (STR, True)},
+    vocabulary.CHECKPOINT_RESTORED: {
         "steps_lost": (INT, True),
         "checkpoint_step": (INT, False),
         "duration_ms": (INT, False),
     },
-    rules.JOB_RESUMED: {"step": (INT, True), "downtime_ms": (INT, False)},
+    vocabulary.JOB_RESUMED: {"step": (INT, True), "downtime_ms": (INT, False)},
 }
-SUBJECT_REQUIRED = frozenset(rules.INCIDENT_EVENT_TYPES)
+SUBJECT_REQUIRED = frozenset(vocabulary.INCIDENT_EVENT_TYPES)
 
 SOURCE_RE = re.compile(r"^/clusters/(?P<cluster>[^/\s]+)/jobs/(?P<job>[^/\s]+)$")
 TIME_RE = re.compile(

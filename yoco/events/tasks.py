@@ -6,8 +6,10 @@ from yoco.accounts.models import Cluster
 @shared_task(acks_late=True)
 def fold_events_task(cluster_id: int, subjects: list[str], sources: list[str]) -> None:
     from yoco.events.fold import fold
+    from yoco.guarantee.expiry import expire_pending
 
     fold(Cluster.objects.get(pk=cluster_id), subjects, sources)
+    expire_pending()  # ingest is also when stored outcomes catch up with the clock
 
 
 @shared_task(acks_late=True)
@@ -23,10 +25,3 @@ def refold_contract_task(contract_id: int) -> None:
         sources = set(events.values_list("source", flat=True))
         if subjects or sources:
             fold(cluster, subjects, sources)
-
-
-@shared_task
-def expire_pending_task() -> int:
-    from yoco.events.fold import expire_pending
-
-    return expire_pending()

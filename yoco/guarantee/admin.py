@@ -11,16 +11,10 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
 
+from yoco.accounts.history import audit_history
 from yoco.guarantee import actions, rules
 from yoco.guarantee.models import AuditRecord, Contract, ContractYear, Credit
-from yoco.lib.admin import (
-    ReadOnlyAdmin,
-    ReadOnlyInline,
-    ReasonForm,
-    apply_each,
-    ask_then_apply,
-    audit_history,
-)
+from yoco.lib.admin import ReadOnlyAdmin, ReadOnlyInline, ReasonForm, apply_each, ask_then_apply
 
 
 def _link(obj, label=None):

@@ -10,9 +10,7 @@ from django.conf import settings
 from django.db import models
 
 from yoco.accounts.models import Cluster, Customer
-
-DEFAULT_FRAMEWORKS = ["torchtitan", "megatron-lm", "deepspeed", "pytorch"]
-DEFAULT_EXCLUDED_CATEGORIES = ["software_user", "sdc"]
+from yoco.guarantee import rules
 
 
 class Contract(models.Model):
@@ -22,16 +20,23 @@ class Contract(models.Model):
     years = models.PositiveSmallIntegerField()
     annual_value = models.DecimalField(max_digits=20, decimal_places=6)
     currency = models.CharField(max_length=3)
-    target = models.DecimalField(max_digits=7, decimal_places=4, default=90)
-    credit_rate = models.DecimalField(max_digits=7, decimal_places=4, default=25)
-    deadline_minutes = models.PositiveIntegerField(default=15)
-    grace_days = models.PositiveIntegerField(default=7)
+    # Defaults: SPEC 4.1, written once in `rules`.
+    target = models.DecimalField(max_digits=7, decimal_places=4, default=rules.DEFAULT_TARGET)
+    credit_rate = models.DecimalField(
+        max_digits=7, decimal_places=4, default=rules.DEFAULT_CREDIT_RATE
+    )
+    deadline_minutes = models.PositiveIntegerField(default=rules.DEFAULT_DEADLINE_MINUTES)
+    grace_days = models.PositiveIntegerField(default=rules.DEFAULT_GRACE_DAYS)
     frameworks = models.JSONField(default=list)
     excluded_categories = models.JSONField(default=list)
     # "Progress protected" counterfactual (SPEC 4.6): the account team can change these.
-    checkpoint_interval_minutes = models.PositiveIntegerField(default=90)
-    restart_minutes = models.PositiveIntegerField(default=15)
-    gpu_hour_price = models.DecimalField(max_digits=12, decimal_places=4, default=2)
+    checkpoint_interval_minutes = models.PositiveIntegerField(
+        default=rules.DEFAULT_CHECKPOINT_INTERVAL_MINUTES
+    )
+    restart_minutes = models.PositiveIntegerField(default=rules.DEFAULT_RESTART_MINUTES)
+    gpu_hour_price = models.DecimalField(
+        max_digits=12, decimal_places=4, default=rules.DEFAULT_GPU_HOUR_PRICE
+    )
     created = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:

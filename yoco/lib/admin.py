@@ -8,10 +8,8 @@ that needs a reason or a value asks for it on an intermediate form first.
 from django import forms
 from django.contrib import admin, messages
 from django.template.response import TemplateResponse
-from django.urls import reverse
-from django.utils.html import format_html, format_html_join
 
-from yoco.guarantee.actions import ActionError
+from yoco.lib.errors import ActionError
 
 
 class ReasonForm(forms.Form):
@@ -28,14 +26,7 @@ def ask_then_apply(modeladmin, request, queryset, *, form_class, title, descript
     other objects still go through."""
     form = form_class(request.POST if "apply" in request.POST else None)
     if "apply" in request.POST and form.is_valid():
-        for obj in queryset:
-            try:
-                message = apply(obj, form.cleaned_data)
-            except ActionError as exc:
-                modeladmin.message_user(request, f"{obj}: {exc}", messages.ERROR)
-            else:
-                if message:
-                    modeladmin.message_user(request, f"{obj}: {message}", messages.SUCCESS)
+        apply_each(modeladmin, request, queryset, lambda obj: apply(obj, form.cleaned_data))
         return None  # back to the change list
     return TemplateResponse(
         request,
@@ -105,38 +96,3 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         actions = super().get_actions(request)
         actions.pop("delete_selected", None)
         return actions
-
-
-def audit_history(object_type: str, object_id) -> str:
-    """The object's audit records as an HTML table, newest first, with a link to all of them."""
-    from yoco.guarantee.models import AuditRecord
-
-    records = AuditRecord.objects.filter(object_type=object_type, object_id=str(object_id))[:50]
-    link = (
-        reverse("admin:guarantee_auditrecord_changelist")
-        + f"?object_type={object_type}&object_id={object_id}"
-    )
-    if not records:
-        return format_html('<a href="{}">no audit records</a>', link)
-    rows = format_html_join(
-        "",
-        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td>"
-        "<td><code>{}</code></td></tr>",
-        (
-            (
-                f"{r.at:%Y-%m-%d %H:%M:%S}",
-                r.actor_label,
-                r.action,
-                r.reason,
-                r.before,
-                r.after,
-            )
-            for r in records
-        ),
-    )
-    return format_html(
-        "<table><thead><tr><th>when</th><th>who</th><th>what</th><th>why</th><th>before</th>"
-        '<th>after</th></tr></thead><tbody>{}</tbody></table><a href="{}">all records</a>',
-        rows,
-        link,
-    )

@@ -2,6 +2,7 @@ import json
 
 from django.conf import settings
 from django.db.models import F
+from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
@@ -10,12 +11,12 @@ from rest_framework.generics import ListAPIView
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from yoco.accounts.auth import CustomerReadAccess, IngestKeyAuthentication
 from yoco.events.api.serializers import IncidentSerializer
-from yoco.events.fold import expire_pending
 from yoco.events.ingest import ingest_events
 from yoco.events.models import Event, Incident
-from yoco.lib.api import CustomerReadAccess, OrderedPageNumberPagination, TooLarge
-from yoco.lib.auth import IngestKeyAuthentication
+from yoco.lib.api import OrderedPageNumberPagination, TooLarge
+from yoco.lib.vocabulary import OUTCOMES
 
 BATCH_TYPE = "application/cloudevents-batch+json"
 SINGLE_TYPE = "application/cloudevents+json"
@@ -94,7 +95,7 @@ class EventIngestView(APIView):
     parameters=[
         OpenApiParameter("contract", int, description="only this contract's incidents"),
         OpenApiParameter("year", int, description="only incidents counted in this contract year"),
-        OpenApiParameter("outcome", str, enum=[c for c, _ in Incident.OUTCOMES]),
+        OpenApiParameter("outcome", str, enum=list(OUTCOMES), description="outcome as of now"),
     ]
 )
 class IncidentListView(ListAPIView):
@@ -105,9 +106,11 @@ class IncidentListView(ListAPIView):
     pagination_class = OrderedPageNumberPagination
 
     def get_queryset(self):
-        expire_pending()
+        now = timezone.now()
         customer = self.request.customer
-        queryset = Incident.objects.filter(cluster__customer=customer).select_related("cluster")
+        queryset = (
+            Incident.objects.filter(cluster__customer=customer).select_related("cluster").as_of(now)
+        )
         params = self.request.query_params
         if params.get("contract"):
             queryset = queryset.filter(contract_id=_int_param(params, "contract"))
@@ -115,9 +118,9 @@ class IncidentListView(ListAPIView):
             queryset = queryset.filter(year_number=_int_param(params, "year"))
         if params.get("outcome"):
             outcome = params["outcome"]
-            if outcome not in dict(Incident.OUTCOMES):
+            if outcome not in OUTCOMES:
                 raise ParseError(f"unknown outcome {outcome!r}")
-            queryset = queryset.filter(outcome=outcome)
+            queryset = queryset.with_outcome_as_of(outcome, now)
         return queryset.order_by(F("detected_at").asc(nulls_first=True), "pk")
 
     def get_serializer(self, *args, **kwargs):

@@ -18,15 +18,15 @@ from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from yoco.accounts.auth import BILLING_AUTHENTICATION, BillingAccess
 from yoco.guarantee import actions, rules
 from yoco.guarantee.models import AuditRecord, Credit
-from yoco.lib.api import BILLING_AUTHENTICATION, BillingAccess
 
 
 class BillingTokenScheme(OpenApiAuthenticationExtension):
     """Documents the billing token (`Authorization: Bearer <billing token>`) in the schema."""
 
-    target_class = "yoco.lib.auth.BillingKeyAuthentication"
+    target_class = "yoco.accounts.auth.BillingKeyAuthentication"
     name = "billingToken"
 
     def get_security_definition(self, auto_schema):

@@ -5,7 +5,6 @@ from rest_framework import serializers
 
 from yoco.guarantee import rules
 from yoco.guarantee.models import ContractYear, Credit
-from yoco.guarantee.years import year_result
 
 
 def credit_summary(credit: Credit | None) -> dict | None:
@@ -32,7 +31,7 @@ class ContractYearSerializer(serializers.Serializer):
 
     def to_representation(self, year):
         data = super().to_representation(year)
-        result = year_result(year)
+        result = self.context["results"][year.pk]
         compliance = result["compliance"]
         data.update(
             counts=result["counts"],
@@ -45,4 +44,4 @@ class ContractYearSerializer(serializers.Serializer):
 
     @extend_schema_field(serializers.DictField())
     def get_counts(self, year):  # documents the shape for drf-spectacular
-        return year_result(year)["counts"]
+        return self.context["results"][year.pk]["counts"]
