@@ -5,7 +5,7 @@
         .venv/bin/python bench/portal.py
 
 With a PostgreSQL DATABASE_URL the named database is dropped and created again (it must be a
-benchmark database). Seeds one customer (`yoco.portal.demo.seed_portal_demo`: a three-year
+benchmark database). Seeds one customer (`demo.portal.seed_portal_demo`: a three-year
 contract, its first year closed, 100,000 incidents written with bulk_create), then times the
 dashboard and the incident list through Django's test client, in process: the figure is the
 server's time for the whole request (middleware, queries, templates, plotly JSON), no network.
@@ -86,8 +86,8 @@ def main() -> None:
 
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     call_command("migrate", verbosity=0)
+    from demo.portal import seed_portal_demo
     from yoco.events.models import Incident
-    from yoco.portal.demo import seed_portal_demo
 
     started = time.perf_counter()
     showcase = 6  # incidents the demo tells as events, on top of the bulk ones

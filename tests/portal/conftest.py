@@ -16,7 +16,7 @@ def fast_password_hashing(settings):
 @pytest.fixture
 def demo(db):
     """Acme AI (users ada = owner, grace = teammate, ops = staff) with 300 incidents."""
-    from yoco.portal.demo import seed_portal_demo
+    from demo.portal import seed_portal_demo
 
     return seed_portal_demo(incidents=300, password=PASSWORD)
 
@@ -24,7 +24,7 @@ def demo(db):
 @pytest.fixture
 def other(demo):
     """Another customer (Other Labs, user olga) with its own contract, incidents and credit."""
-    from yoco.portal.demo import seed_portal_demo
+    from demo.portal import seed_portal_demo
 
     return seed_portal_demo(
         customer_name="Other Labs",

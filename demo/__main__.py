@@ -402,7 +402,7 @@ def _end_group(process: subprocess.Popen, first: int, grace_s: float = 10.0) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m yoco.demo", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__.split("\n")[0])
     parser.add_argument("--host", default=os.environ.get("YOCO_DEMO_HOST", "127.0.0.1"))
     parser.add_argument("--port", type=int, default=int(os.environ.get("YOCO_DEMO_PORT", 8000)))
     parser.add_argument("--keep-serving", action="store_true",
