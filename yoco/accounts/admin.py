@@ -10,7 +10,7 @@ from django.utils.html import format_html_join
 from yoco.accounts import actions
 from yoco.accounts.history import audit_history
 from yoco.accounts.models import BillingToken, Cluster, ClusterKey, Customer, Membership, ReadToken
-from yoco.lib.admin import ReadOnlyAdmin, ReadOnlyInline, apply_each, show_key_once
+from yoco.lib.admin import ReadOnlyAdmin, ReadOnlyInline, each_action, show_key_once
 from yoco.lib.errors import ActionError
 
 
@@ -96,13 +96,10 @@ class CustomerAdmin(admin.ModelAdmin):
             except ActionError as exc:
                 self.message_user(request, str(exc), messages.ERROR)
 
-    @admin.action(description="Create a read token (shown once)")
-    def create_read_token(self, request, queryset):
-        def apply(customer):
-            record, key = actions.do_create_read_token(customer, actor=request.user)
-            show_key_once(self, request, f"Read token {record.prefix} for {customer}", key)
-
-        apply_each(self, request, queryset, apply)
+    @each_action(description="Create a read token (shown once)")
+    def create_read_token(self, request, customer):
+        record, key = actions.do_create_read_token(customer, actor=request.user)
+        show_key_once(self, request, f"Read token {record.prefix} for {customer}", key)
 
 
 class ClusterKeyInline(ReadOnlyInline):
@@ -132,21 +129,15 @@ class ClusterAdmin(ReadOnlyAdmin):
     def history(self, cluster):
         return audit_history("Cluster", cluster.pk)
 
-    @admin.action(description="Create an extra ingest key (shown once)")
-    def create_key(self, request, queryset):
-        def apply(cluster):
-            record, key = actions.do_create_cluster_key(cluster, actor=request.user)
-            show_key_once(self, request, f"Ingest key {record.prefix} for {cluster}", key)
+    @each_action(description="Create an extra ingest key (shown once)")
+    def create_key(self, request, cluster):
+        record, key = actions.do_create_cluster_key(cluster, actor=request.user)
+        show_key_once(self, request, f"Ingest key {record.prefix} for {cluster}", key)
 
-        apply_each(self, request, queryset, apply)
-
-    @admin.action(description="Rotate the ingest key: new key (shown once), old ones revoked")
-    def rotate_key(self, request, queryset):
-        def apply(cluster):
-            record, key = actions.do_rotate_cluster_key(cluster, actor=request.user)
-            show_key_once(self, request, f"New ingest key {record.prefix} for {cluster}", key)
-
-        apply_each(self, request, queryset, apply)
+    @each_action(description="Rotate the ingest key: new key (shown once), old ones revoked")
+    def rotate_key(self, request, cluster):
+        record, key = actions.do_rotate_cluster_key(cluster, actor=request.user)
+        show_key_once(self, request, f"New ingest key {record.prefix} for {cluster}", key)
 
 
 class KeyAdmin(ReadOnlyAdmin):
@@ -167,14 +158,11 @@ class KeyAdmin(ReadOnlyAdmin):
     def history(self, key):
         return audit_history(type(key).__name__, key.prefix)
 
-    @admin.action(description="Revoke (cannot be undone)")
-    def revoke(self, request, queryset):
-        def apply(key):
-            if actions.do_revoke_key(key, actor=request.user):
-                return "revoked"
-            return "was already revoked"
-
-        apply_each(self, request, queryset, apply)
+    @each_action(description="Revoke (cannot be undone)")
+    def revoke(self, request, key):
+        if actions.do_revoke_key(key, actor=request.user):
+            return "revoked"
+        return "was already revoked"
 
 
 @admin.register(ClusterKey)

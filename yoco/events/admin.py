@@ -10,7 +10,7 @@ from django.utils.html import format_html_join
 from yoco.accounts.history import audit_history
 from yoco.events.models import Event, Incident, Job
 from yoco.guarantee import actions
-from yoco.lib.admin import ReadOnlyAdmin, ReasonForm, ask_then_apply
+from yoco.lib.admin import ReadOnlyAdmin, ReasonForm, form_action
 from yoco.lib.vocabulary import OVERRIDE_OUTCOMES
 
 
@@ -79,42 +79,29 @@ class IncidentAdmin(ReadOnlyAdmin):
     def history(self, incident):
         return audit_history("Incident", incident.pk)
 
-    @admin.action(description="Override the outcome (reason required)")
-    def override_outcome(self, request, queryset):
-        def apply(incident, data):
-            actions.do_override_outcome(
-                incident, outcome=data["outcome"], reason=data["reason"], actor=request.user
-            )
-            return f"outcome overridden to {data['outcome']}"
-
-        return ask_then_apply(
-            self,
-            request,
-            queryset,
-            form_class=OverrideForm,
-            title="Override the outcome",
-            description=(
-                "The override, its reason and author are kept on the incident. An open year's "
-                "counts follow; a closed year is marked for review instead of changed."
-            ),
-            apply=apply,
+    @form_action(
+        description="Override the outcome (reason required)",
+        form_class=OverrideForm,
+        title="Override the outcome",
+        explanation=(
+            "The override, its reason and author are kept on the incident. An open year's "
+            "counts follow; a closed year is marked for review instead of changed."
+        ),
+    )
+    def override_outcome(self, request, incident, data):
+        actions.do_override_outcome(
+            incident, outcome=data["outcome"], reason=data["reason"], actor=request.user
         )
+        return f"outcome overridden to {data['outcome']}"
 
-    @admin.action(description="Clear the override (back to the computed outcome)")
-    def clear_override(self, request, queryset):
-        def apply(incident, data):
-            actions.do_clear_override(incident, reason=data["reason"], actor=request.user)
-            return "override cleared"
-
-        return ask_then_apply(
-            self,
-            request,
-            queryset,
-            form_class=ReasonForm,
-            title="Clear the override",
-            description="The incident goes back to its computed outcome.",
-            apply=apply,
-        )
+    @form_action(
+        description="Clear the override (back to the computed outcome)",
+        title="Clear the override",
+        explanation="The incident goes back to its computed outcome.",
+    )
+    def clear_override(self, request, incident, data):
+        actions.do_clear_override(incident, reason=data["reason"], actor=request.user)
+        return "override cleared"
 
 
 @admin.register(Job)

@@ -14,7 +14,7 @@ from django.utils.html import format_html
 from yoco.accounts.history import audit_history
 from yoco.guarantee import actions, rules
 from yoco.guarantee.models import AuditRecord, Contract, ContractYear, Credit
-from yoco.lib.admin import ReadOnlyAdmin, ReadOnlyInline, ReasonForm, apply_each, ask_then_apply
+from yoco.lib.admin import ReadOnlyAdmin, ReadOnlyInline, ReasonForm, each_action, form_action
 
 
 def _link(obj, label=None):
@@ -108,34 +108,24 @@ class ContractYearAdmin(ReadOnlyAdmin):
     def history(self, year):
         return audit_history("ContractYear", year.pk)
 
-    @admin.action(description="Close (freeze the result, earn the credit of a miss)")
-    def close_year(self, request, queryset):
-        def apply(year):
-            if actions.do_close_year_now(year, actor=request.user):
-                return "closed"
-            return "was not open"
+    @each_action(description="Close (freeze the result, earn the credit of a miss)")
+    def close_year(self, request, year):
+        if actions.do_close_year_now(year, actor=request.user):
+            return "closed"
+        return "was not open"
 
-        apply_each(self, request, queryset, apply)
-
-    @admin.action(description="Reopen (reason required)")
-    def reopen_year(self, request, queryset):
-        def apply(year, data):
-            actions.do_reopen_year(year, reason=data["reason"], actor=request.user)
-            return "reopened"
-
-        return ask_then_apply(
-            self,
-            request,
-            queryset,
-            form_class=ReasonForm,
-            title="Reopen the year",
-            description=(
-                "The year's result is live again until it is closed once more. Its credit, if "
-                "earned or approved, is voided (closing again earns a fresh one if it still "
-                "misses); a year whose credit is exported cannot be reopened."
-            ),
-            apply=apply,
-        )
+    @form_action(
+        description="Reopen (reason required)",
+        title="Reopen the year",
+        explanation=(
+            "The year's result is live again until it is closed once more. Its credit, if "
+            "earned or approved, is voided (closing again earns a fresh one if it still "
+            "misses); a year whose credit is exported cannot be reopened."
+        ),
+    )
+    def reopen_year(self, request, year, data):
+        actions.do_reopen_year(year, reason=data["reason"], actor=request.user)
+        return "reopened"
 
 
 class BookOrderForm(ReasonForm):
@@ -205,62 +195,43 @@ class CreditAdmin(ReadOnlyAdmin):
     def history(self, credit):
         return audit_history("Credit", credit.pk)
 
-    @admin.action(description="Approve (four-eyes: not the person who set the amount)")
-    def approve(self, request, queryset):
-        def apply(credit, data):
-            actions.do_approve_credit(credit, reason=data["reason"], actor=request.user)
-            return "approved"
+    @form_action(
+        description="Approve (four-eyes: not the person who set the amount)",
+        form_class=OptionalReasonForm,
+        title="Approve credits",
+        explanation=(
+            "Four-eyes: you cannot approve a credit whose amount you set. A credit earned by "
+            "the system on the annual value may be approved by any account-team member."
+        ),
+    )
+    def approve(self, request, credit, data):
+        actions.do_approve_credit(credit, reason=data["reason"], actor=request.user)
+        return "approved"
 
-        return ask_then_apply(
-            self,
-            request,
-            queryset,
-            form_class=OptionalReasonForm,
-            title="Approve credits",
-            description=(
-                "Four-eyes: you cannot approve a credit whose amount you set. A credit earned by "
-                "the system on the annual value may be approved by any account-team member."
-            ),
-            apply=apply,
+    @form_action(
+        description="Void (reason required)",
+        title="Void credits",
+        explanation="An exported credit is never changed.",
+    )
+    def void(self, request, credit, data):
+        actions.do_void_credit(credit, reason=data["reason"], actor=request.user)
+        return "voided"
+
+    @form_action(
+        description="Book the renewal/expansion order value",
+        form_class=BookOrderForm,
+        title="Book the order value",
+        explanation=(
+            "The credit becomes credit rate × order value and goes back to earned; another "
+            "account-team member must approve it."
+        ),
+    )
+    def book_order(self, request, credit, data):
+        credit = actions.do_book_order(
+            credit, order_value=data["order_value"], reason=data["reason"], actor=request.user
         )
-
-    @admin.action(description="Void (reason required)")
-    def void(self, request, queryset):
-        def apply(credit, data):
-            actions.do_void_credit(credit, reason=data["reason"], actor=request.user)
-            return "voided"
-
-        return ask_then_apply(
-            self,
-            request,
-            queryset,
-            form_class=ReasonForm,
-            title="Void credits",
-            description="An exported credit is never changed.",
-            apply=apply,
-        )
-
-    @admin.action(description="Book the renewal/expansion order value")
-    def book_order(self, request, queryset):
-        def apply(credit, data):
-            credit = actions.do_book_order(
-                credit, order_value=data["order_value"], reason=data["reason"], actor=request.user
-            )
-            amount = rules.format_amount(Decimal(credit.amount), credit.currency)
-            return f"amount now {amount} {credit.currency}; someone else must approve it"
-
-        return ask_then_apply(
-            self,
-            request,
-            queryset,
-            form_class=BookOrderForm,
-            title="Book the order value",
-            description=(
-                "The credit becomes credit rate × order value and goes back to earned; another "
-                "account-team member must approve it."
-            ),
-            apply=apply,
-        )
+        amount = rules.format_amount(Decimal(credit.amount), credit.currency)
+        return f"amount now {amount} {credit.currency}; someone else must approve it"
 
 
 @admin.register(AuditRecord)
