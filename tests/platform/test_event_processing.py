@@ -7,9 +7,9 @@ from django.conf import settings
 from django.core.management import call_command
 from django.test import Client
 
+from tests.conftest import cloud_event, post_events
 from tests.platform.account_team import staff
 from tests.platform.hostile import assert_kept_and_processed, good_incident
-from tests.conftest import cloud_event, post_events
 from yoco.events.ingest import ingest_events
 from yoco.events.models import Event, Incident
 from yoco.guarantee.models import ContractYear
