@@ -49,6 +49,8 @@ DEFAULT_SUPPORTED_FRAMEWORKS = frozenset(FRAMEWORKS)
 DEFAULT_EXCLUDED_CATEGORIES = frozenset({"software_user", "sdc"})
 DEFAULT_DEADLINE_MINUTES = 15
 DEFAULT_DEADLINE = timedelta(minutes=DEFAULT_DEADLINE_MINUTES)
+# The last representable instant: a deadline past it is clamped to it.
+LAST_INSTANT = datetime.max.replace(tzinfo=UTC)
 DEFAULT_TARGET = Decimal("90")
 DEFAULT_CREDIT_RATE = Decimal("25")
 DEFAULT_GRACE_DAYS = 7
@@ -190,8 +192,11 @@ def detection(events: Iterable[EventFact]) -> Detection | None:
 
 
 def resolution_deadline(detected_at: datetime, terms: Terms) -> datetime:
-    """The last instant at which a resume still counts as live (inclusive)."""
+    """The last instant at which a resume still counts as live (inclusive); at most the last
+    representable instant (a detection in the year 9999 has no later one)."""
     _require_aware(detected_at, "detection time")
+    if detected_at > LAST_INSTANT - terms.deadline:
+        return LAST_INSTANT
     return detected_at + terms.deadline
 
 

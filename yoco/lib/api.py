@@ -12,6 +12,12 @@ class TooLarge(exceptions.APIException):
     default_code = "too_large"
 
 
+class LengthRequired(exceptions.APIException):
+    status_code = 411
+    default_detail = "the request must state its length (Content-Length)"
+    default_code = "length_required"
+
+
 class OrderedPageNumberPagination(PageNumberPagination):
     """Page numbers, refusing a queryset with no explicit order (pages would overlap)."""
 

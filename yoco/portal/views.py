@@ -24,7 +24,14 @@ from yoco.events.models import Event, Incident, Job
 from yoco.guarantee import rules
 from yoco.guarantee.models import Contract, ContractYear, Credit
 from yoco.guarantee.years import year_results
-from yoco.lib.vocabulary import CATEGORIES, EVENT_TYPE_PREFIX, OUTCOMES, TRIGGERS
+from yoco.lib.vocabulary import (
+    CATEGORIES,
+    EVENT_TYPE_PREFIX,
+    MIGRATION_COMPLETED,
+    MIGRATION_STARTED,
+    OUTCOMES,
+    TRIGGERS,
+)
 from yoco.portal import charts
 from yoco.portal.explain import duration, explain
 from yoco.portal.stats import cached_year_stats, current_year, glance
@@ -258,6 +265,7 @@ def incident_detail(request, pk):
             "timeline": timeline,
             "job": job,
             "explanation": explain(incident, events, job, now),
+            **_migration_facts(events),
             "downtime": (
                 duration(timedelta(milliseconds=incident.downtime_ms))
                 if incident.downtime_ms is not None
@@ -265,6 +273,17 @@ def incident_detail(request, pk):
             ),
         },
     )
+
+
+def _migration_facts(events) -> dict:
+    """What the incident's newest migration reported (SPEC 3): the kind of spare it moved the
+    state to, and whether the target's digest of that state equalled the source's."""
+    started = [e for e in events if e.type == MIGRATION_STARTED]
+    completed = [e for e in events if e.type == MIGRATION_COMPLETED]
+    return {
+        "spare": started[-1].data.get("spare") if started else None,
+        "verified": completed[-1].data.get("verified") if completed else None,
+    }
 
 
 def _show(value):
