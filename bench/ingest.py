@@ -120,9 +120,8 @@ def measure_recompute(contract_id: int) -> dict[str, float]:
     import django
 
     django.setup()
-    from yoco.events.fold import fold
-    from yoco.events.models import Incident
-    from yoco.guarantee.models import Contract
+    from yoco.guarantee.fold import fold
+    from yoco.guarantee.models import Contract, Incident
     from yoco.guarantee.years import refresh_years
 
     contract = Contract.objects.get(pk=contract_id)

@@ -87,7 +87,7 @@ def main() -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     call_command("migrate", verbosity=0)
     from demo.portal import seed_portal_demo
-    from yoco.events.models import Incident
+    from yoco.guarantee.models import Incident
 
     started = time.perf_counter()
     showcase = 6  # incidents the demo tells as events, on top of the bulk ones

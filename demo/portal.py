@@ -19,12 +19,11 @@ from django.utils import timezone
 
 from yoco.accounts.actions import do_add_member
 from yoco.accounts.models import Cluster
-from yoco.events.fold import fold
 from yoco.events.ingest import ingest_events
-from yoco.events.models import Incident, Job
 from yoco.guarantee import rules
 from yoco.guarantee.actions import do_close_year, do_create_contract, do_override_outcome
-from yoco.guarantee.models import Contract, ContractYear
+from yoco.guarantee.fold import fold
+from yoco.guarantee.models import Contract, ContractYear, Incident, Job
 from yoco.guarantee.years import refresh_years
 
 CATEGORY_WEIGHTS = {

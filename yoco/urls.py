@@ -3,9 +3,9 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
-from yoco.events.api.views import EventIngestView, IncidentListView
+from yoco.events.api.views import EventIngestView
 from yoco.guarantee.api.billing import BillingCreditAckView, BillingCreditListView
-from yoco.guarantee.api.views import ContractYearsView
+from yoco.guarantee.api.views import ContractYearsView, IncidentListView
 
 api_v1 = [
     path("api/v1/events", EventIngestView.as_view(), name="api-events"),

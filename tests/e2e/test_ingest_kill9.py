@@ -25,8 +25,9 @@ HEADERS = {"Content-Type": "application/cloudevents-batch+json"}
 # the counts after every incident is recomputed from the stored events.
 REPORT = """
 import json
-from yoco.events.fold import fold
-from yoco.events.models import Event, Incident
+from yoco.guarantee.fold import fold
+from yoco.events.models import Event
+from yoco.guarantee.models import Incident
 from yoco.guarantee.models import ContractYear
 from yoco.guarantee.years import count_outcomes
 events = Event.objects.filter(cluster__name="%s")

@@ -63,7 +63,7 @@ def billing_token() -> str:
 
 def records(obj, action=None):
     """The audit records of `obj`, oldest first."""
-    from yoco.guarantee.models import AuditRecord
+    from yoco.accounts.models import AuditRecord
 
     found = AuditRecord.objects.filter(
         object_type=type(obj).__name__, object_id=str(obj.pk)

@@ -46,7 +46,8 @@ def good_incident(time: str = "2026-03-01T10:00:00Z") -> list[dict]:
 
 def assert_kept_and_processed(events: list[dict]) -> None:
     """Every event stored and processed, and its subject's incident built from it."""
-    from yoco.events.models import Event, Incident
+    from yoco.events.models import Event
+    from yoco.guarantee.models import Incident
 
     for event in events:
         stored = Event.objects.get(source=event["source"], event_id=event["id"])

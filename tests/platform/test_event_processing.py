@@ -11,8 +11,8 @@ from tests.conftest import cloud_event, post_events
 from tests.platform.account_team import staff
 from tests.platform.hostile import assert_kept_and_processed, good_incident
 from yoco.events.ingest import ingest_events
-from yoco.events.models import Event, Incident
-from yoco.guarantee.models import ContractYear
+from yoco.events.models import Event
+from yoco.guarantee.models import ContractYear, Incident
 from yoco.guarantee.years import count_outcomes
 
 
@@ -60,14 +60,14 @@ def test_the_next_ingest_sweeps_the_backlog(acme, api):
 
 
 def test_the_beat_task_sweeps(acme):
-    from yoco.events.tasks import process_pending_task
+    from yoco.guarantee.tasks import process_pending_task
 
     events = good_incident()
     stored_then_crashed(acme, events)
     assert process_pending_task.delay().get() == 3
     assert_kept_and_processed(events)
     schedule = {e["task"]: e["schedule"] for e in settings.CELERY_BEAT_SCHEDULE.values()}
-    assert schedule["yoco.events.tasks.process_pending_task"] <= 60
+    assert schedule["yoco.guarantee.tasks.process_pending_task"] <= 60
 
 
 def _poison(acme, subject: str) -> Event:
@@ -114,7 +114,7 @@ def test_quarantine_is_visible_in_the_admin(acme, api):
     assert poison.event_id in listing
     page = client.get(f"/admin/events/event/{poison.pk}/change/").content.decode()
     assert "KeyError" in page and "steps_lost" in page
-    history = client.get("/admin/guarantee/auditrecord/").content.decode()
+    history = client.get("/admin/accounts/auditrecord/").content.decode()
     assert "quarantine_event" in history
 
 

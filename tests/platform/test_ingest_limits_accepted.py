@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 from tests.conftest import cloud_event, post_events
 from tests.platform.hostile import assert_kept_and_processed
-from yoco.events.models import Incident, Job
 from yoco.guarantee import rules
+from yoco.guarantee.models import Incident, Job
 
 MAX = 2**53 - 1
 

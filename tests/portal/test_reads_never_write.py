@@ -18,11 +18,10 @@ from django.utils import timezone
 from tests.conftest import cloud_event
 from tests.portal.conftest import body, login
 from yoco.accounts.actions import do_create_billing_token, do_create_read_token
-from yoco.events.fold import fold
 from yoco.events.ingest import ingest_events
-from yoco.events.models import Incident
 from yoco.guarantee.expiry import expire_pending
-from yoco.guarantee.models import ContractYear
+from yoco.guarantee.fold import fold
+from yoco.guarantee.models import ContractYear, Incident
 
 WRITES = ("INSERT", "UPDATE", "DELETE")
 NOT_READS = {"api-events", "api-billing-credit-ack"}  # POST only
@@ -77,8 +76,8 @@ def _get_urls(data, incident):
 
 ADMIN_PAGES = [
     "/admin/", "/admin/guarantee/contract/", "/admin/guarantee/contractyear/",
-    "/admin/guarantee/credit/", "/admin/guarantee/auditrecord/", "/admin/events/incident/",
-    "/admin/events/event/", "/admin/events/job/", "/admin/accounts/customer/",
+    "/admin/guarantee/credit/", "/admin/accounts/auditrecord/", "/admin/guarantee/incident/",
+    "/admin/events/event/", "/admin/guarantee/job/", "/admin/accounts/customer/",
     "/admin/accounts/cluster/", "/admin/accounts/clusterkey/",
 ]  # fmt: skip
 
@@ -105,7 +104,7 @@ def test_every_get_endpoint_reads_without_writing(demo, overdue, client):
             else:
                 requests.append((owner, path, {}))
     requests += [(staff, path, {}) for path in ADMIN_PAGES]
-    requests += [(staff, f"/admin/events/incident/{overdue.pk}/change/", {})]
+    requests += [(staff, f"/admin/guarantee/incident/{overdue.pk}/change/", {})]
 
     for visitor, path, headers in requests:
         with CaptureQueriesContext(connection) as queries:

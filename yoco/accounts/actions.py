@@ -9,8 +9,15 @@ A key is returned once, when it is made, and stored hashed.
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from yoco.accounts.models import BillingToken, Cluster, ClusterKey, Customer, Membership, ReadToken
-from yoco.guarantee.models import AuditRecord
+from yoco.accounts.models import (
+    AuditRecord,
+    BillingToken,
+    Cluster,
+    ClusterKey,
+    Customer,
+    Membership,
+    ReadToken,
+)
 from yoco.lib.errors import ActionError
 
 SYSTEM = "system"

@@ -9,7 +9,15 @@ from django.utils.html import format_html_join
 
 from yoco.accounts import actions
 from yoco.accounts.history import audit_history
-from yoco.accounts.models import BillingToken, Cluster, ClusterKey, Customer, Membership, ReadToken
+from yoco.accounts.models import (
+    AuditRecord,
+    BillingToken,
+    Cluster,
+    ClusterKey,
+    Customer,
+    Membership,
+    ReadToken,
+)
 from yoco.lib.admin import ReadOnlyAdmin, ReadOnlyInline, each_action, show_key_once
 from yoco.lib.errors import ActionError
 
@@ -180,3 +188,22 @@ class ReadTokenAdmin(KeyAdmin):
 @admin.register(BillingToken)
 class BillingTokenAdmin(KeyAdmin):
     """Billing tokens are made with `manage.py create_billing_token` (shown once there)."""
+
+
+@admin.register(AuditRecord)
+class AuditRecordAdmin(ReadOnlyAdmin):
+    list_display = ["id", "at", "actor_label", "action", "object_type", "object_id", "reason"]
+    list_filter = ["action", "object_type"]
+    search_fields = ["object_id", "actor_label", "reason"]
+    fields = [
+        "at",
+        "actor_label",
+        "action",
+        "object_type",
+        "object_id",
+        "reason",
+        "before",
+        "after",
+    ]
+    readonly_fields = fields
+    show_full_result_count = False

@@ -3,14 +3,14 @@
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from yoco.guarantee.models import AuditRecord
+from yoco.accounts.models import AuditRecord
 
 
 def audit_history(object_type: str, object_id) -> str:
     """The object's audit records as an HTML table, newest first, with a link to all of them."""
     records = AuditRecord.objects.filter(object_type=object_type, object_id=str(object_id))[:50]
     link = (
-        reverse("admin:guarantee_auditrecord_changelist")
+        reverse("admin:accounts_auditrecord_changelist")
         + f"?object_type={object_type}&object_id={object_id}"
     )
     if not records:

@@ -4,8 +4,9 @@ Idempotency is the database's unique constraint on (source, event id), enforced 
 itself (`INSERT … ON CONFLICT DO NOTHING`) in the same transaction: never check-then-insert.
 A row that did not go in because one with its key exists is then compared with that row:
 equal JSON → `duplicate`, anything else → `conflict` (the first stays).
-Processing the stored events into jobs and incidents runs after commit, as a Celery task
-(yoco/events/processing.py), which also sweeps up any event a crash left unprocessed.
+Processing the stored events into jobs and incidents runs after commit, as a Celery task sent
+by name (`yoco.guarantee.processing`, one layer up), which also sweeps up any event a crash left
+unprocessed.
 """
 
 import hashlib
@@ -13,6 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from celery import current_app
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -20,6 +22,8 @@ from yoco.accounts.models import Cluster
 from yoco.events.models import Event
 from yoco.events.schema import NOT_STORABLE, InvalidEvent, ParsedEvent, parse_event
 
+# Registered by yoco.guarantee (GuaranteeConfig.ready): a name, so ingest imports nothing above.
+PROCESS_EVENTS_TASK = "yoco.guarantee.tasks.process_events_task"
 ACCEPTED, DUPLICATE, CONFLICT, REJECTED = "accepted", "duplicate", "conflict", "rejected"
 
 
@@ -120,10 +124,14 @@ def _store(cluster: Cluster, valid, answer) -> None:
                 )
         # Processing runs after commit, on every stored event this batch names: a retry of a
         # batch whose processing a crash cut short (all `duplicate`) processes it now.
-        from yoco.events.tasks import process_events_task
-
         pks = sorted(stored_pks.values())
-        transaction.on_commit(lambda: process_events_task.delay(pks))
+        transaction.on_commit(lambda: _send_to_processing(pks))
+
+
+def _send_to_processing(pks: list[int]) -> None:
+    """Hand stored events to processing (`yoco.guarantee`, the layer above) by task name: a
+    worker runs it, or this process at once when Celery is eager (no broker)."""
+    current_app.signature(PROCESS_EVENTS_TASK, args=(pks,)).delay()
 
 
 COLUMNS = ("cluster_id", "source", "event_id", "type", "time", "subject", "raw", "content_hash",

@@ -1,13 +1,9 @@
-"""What clusters told us: raw events as received, and the jobs and incidents folded from them."""
+"""What clusters told us: raw events as received. What they mean (jobs, incidents, years) is
+`yoco.guarantee`'s business, one layer up."""
 
-from django.conf import settings
 from django.db import models
-from django.db.models import Case, F, Q, Value, When
 
 from yoco.accounts.models import Cluster
-from yoco.guarantee import rules
-from yoco.guarantee.models import Contract
-from yoco.lib.vocabulary import FAILED, OUTCOMES, PENDING
 
 UNPROCESSED = models.Q(processed_at__isnull=True, quarantined_at__isnull=True)
 
@@ -38,7 +34,7 @@ class Event(models.Model):
     raw = models.JSONField(help_text="the event exactly as received")
     content_hash = models.CharField(max_length=64)
     received_at = models.DateTimeField()
-    # Processing (yoco/events/processing.py): stored events with neither mark are pending, and
+    # Processing (yoco/guarantee/processing.py): stored events with neither mark are pending, and
     # are found by the sweep however the request that stored them ended.
     processed_at = models.DateTimeField(
         null=True, blank=True, help_text="when it was folded into its job, incident and year"
@@ -68,114 +64,3 @@ class Event(models.Model):
     @property
     def data(self) -> dict:
         return self.raw["data"]
-
-    def as_fact(self) -> rules.EventFact:
-        """What the guarantee's rules know of this event."""
-        return rules.EventFact(self.event_id, self.source, self.type, self.time, self.data)
-
-
-class Job(models.Model):
-    """A training job, known by its source; folded from job.started / job.finished."""
-
-    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="jobs")
-    source = models.CharField(max_length=300, unique=True)
-    frameworks = models.JSONField(default=list, help_text="every framework its job.started named")
-    # Sized for what validation admits: integers up to 2^53 - 1, a model name of any length.
-    world_size = models.PositiveBigIntegerField(null=True)
-    gpus = models.PositiveBigIntegerField(null=True)
-    model = models.TextField(blank=True)
-    mode = models.CharField(max_length=20, blank=True)
-    started_at = models.DateTimeField(null=True)
-    status = models.CharField(max_length=20, blank=True)
-    finished_at = models.DateTimeField(null=True)
-
-    def __str__(self) -> str:
-        return self.source
-
-
-class IncidentQuerySet(models.QuerySet):
-    """Reads see outcomes as they stand now (`rules.outcome_as_of`), whether or not the
-    periodic expiry has stored them yet: a pending incident past its deadline reads as failed."""
-
-    def as_of(self, now):
-        """Each incident annotated with `outcome_now` and `computed_outcome_now`: its stored
-        outcomes under `rules.outcome_as_of`, in SQL."""
-
-        def at_now(field: str) -> Case:
-            return Case(
-                When(**{field: PENDING, "deadline_at__lt": now}, then=Value(FAILED)),
-                default=F(field),
-                output_field=models.CharField(),
-            )
-
-        return self.annotate(
-            outcome_now=at_now("outcome"), computed_outcome_now=at_now("computed_outcome")
-        )
-
-    def with_outcome_as_of(self, outcome: str, now):
-        """Only the incidents whose outcome at `now` is `outcome` (indexable conditions)."""
-        if outcome == FAILED:
-            return self.filter(Q(outcome=FAILED) | Q(outcome=PENDING, deadline_at__lt=now))
-        if outcome == PENDING:
-            return self.filter(outcome=PENDING).exclude(deadline_at__lt=now)
-        return self.filter(outcome=outcome)
-
-
-class Incident(models.Model):
-    """All events of one cluster with one subject; its outcome is recomputed on every change."""
-
-    OUTCOMES = [(o, o) for o in OUTCOMES]
-
-    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="incidents")
-    subject = models.CharField(max_length=200)
-    source = models.CharField(max_length=300, blank=True, help_text="job of its first detection")
-    contract = models.ForeignKey(
-        Contract, null=True, blank=True, on_delete=models.PROTECT, related_name="incidents"
-    )
-    year_number = models.PositiveSmallIntegerField(null=True, blank=True)
-    detected_at = models.DateTimeField(null=True, blank=True)
-    deadline_at = models.DateTimeField(null=True, blank=True)
-    trigger = models.CharField(max_length=12, null=True, blank=True)
-    category = models.CharField(max_length=20, null=True, blank=True)
-    scope = models.CharField(max_length=14, null=True, blank=True)
-    computed_outcome = models.CharField(max_length=14, null=True, blank=True, choices=OUTCOMES)
-    outcome = models.CharField(
-        max_length=14, null=True, blank=True, choices=OUTCOMES, help_text="after any override"
-    )
-    downtime_ms = models.BigIntegerField(null=True, blank=True)
-    gpus = models.PositiveBigIntegerField(null=True, blank=True)
-    override_outcome = models.CharField(max_length=14, null=True, blank=True, choices=OUTCOMES)
-    override_reason = models.TextField(blank=True)
-    override_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
-    )
-    override_at = models.DateTimeField(null=True, blank=True)
-    updated = models.DateTimeField(auto_now=True)
-
-    objects = IncidentQuerySet.as_manager()
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["cluster", "subject"], name="incident_per_subject")
-        ]
-        indexes = [
-            # Covers the year counts and every dashboard chart: answered from the index alone.
-            models.Index(
-                fields=[
-                    "contract",
-                    "year_number",
-                    "outcome",
-                    "detected_at",
-                    "category",
-                    "trigger",
-                    "gpus",
-                    "downtime_ms",
-                ],
-                name="incident_year_covering",
-            ),  # fmt: skip
-            models.Index(fields=["outcome", "deadline_at"]),
-            models.Index(fields=["cluster", "detected_at"]),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.cluster}/{self.subject}"

@@ -1,20 +1,23 @@
-"""Account-team admin: contracts, their years and credits, and the audit history.
+"""Account-team admin: contracts, their years and credits, incidents (with the outcome
+override) and jobs.
 
 Read-only pages with admin actions; every action is a `do_*` function of
-`yoco.guarantee.actions` (one transaction, its audit record inside it). Credits and audit
-records can never be deleted; audit records cannot be changed either."""
+`yoco.guarantee.actions` (one transaction, its audit record inside it). Credits can never be
+deleted."""
 
 from decimal import Decimal
 
 from django import forms
 from django.contrib import admin
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from yoco.accounts.history import audit_history
+from yoco.events.models import Event
 from yoco.guarantee import actions, rules
-from yoco.guarantee.models import AuditRecord, Contract, ContractYear, Credit
+from yoco.guarantee.models import Contract, ContractYear, Credit, Incident, Job
 from yoco.lib.admin import ReadOnlyAdmin, ReadOnlyInline, ReasonForm, each_action, form_action
+from yoco.lib.vocabulary import OVERRIDE_OUTCOMES
 
 
 def _link(obj, label=None):
@@ -234,20 +237,98 @@ class CreditAdmin(ReadOnlyAdmin):
         return f"amount now {amount} {credit.currency}; someone else must approve it"
 
 
-@admin.register(AuditRecord)
-class AuditRecordAdmin(ReadOnlyAdmin):
-    list_display = ["id", "at", "actor_label", "action", "object_type", "object_id", "reason"]
-    list_filter = ["action", "object_type"]
-    search_fields = ["object_id", "actor_label", "reason"]
+class OverrideForm(ReasonForm):
+    outcome = forms.ChoiceField(choices=[(o, o) for o in OVERRIDE_OUTCOMES])
+    field_order = ["outcome", "reason"]
+
+
+@admin.register(Incident)
+class IncidentAdmin(ReadOnlyAdmin):
+    list_display = [
+        "id",
+        "cluster",
+        "subject",
+        "contract",
+        "year_number",
+        "detected_at",
+        "trigger",
+        "category",
+        "computed_outcome",
+        "outcome",
+        "override_outcome",
+    ]
+    list_filter = ["outcome", "override_outcome", "trigger", "category", "cluster"]
+    search_fields = ["subject", "cluster__name", "source"]
+    list_select_related = ["cluster", "contract__customer"]
+    date_hierarchy = "detected_at"
+    show_full_result_count = False
+    actions = ["override_outcome", "clear_override"]
     fields = [
-        "at",
-        "actor_label",
-        "action",
-        "object_type",
-        "object_id",
-        "reason",
-        "before",
-        "after",
+        "cluster",
+        "subject",
+        "source",
+        "contract",
+        "year_number",
+        "detected_at",
+        "deadline_at",
+        "trigger",
+        "category",
+        "scope",
+        "computed_outcome",
+        "outcome",
+        "override_outcome",
+        "override_reason",
+        "override_by",
+        "override_at",
+        "downtime_ms",
+        "gpus",
+        "timeline",
+        "history",
     ]
     readonly_fields = fields
-    show_full_result_count = False
+
+    @admin.display(description="events")
+    def timeline(self, incident):
+        events = Event.objects.filter(cluster=incident.cluster, subject=incident.subject).order_by(
+            "time", "event_id"
+        )
+        return format_html_join(
+            "",
+            "<div><code>{}</code> {} <code>{}</code></div>",
+            ((f"{e.time:%Y-%m-%d %H:%M:%S.%f}", e.type, e.data) for e in events),
+        )
+
+    @admin.display(description="audit history")
+    def history(self, incident):
+        return audit_history("Incident", incident.pk)
+
+    @form_action(
+        description="Override the outcome (reason required)",
+        form_class=OverrideForm,
+        title="Override the outcome",
+        explanation=(
+            "The override, its reason and author are kept on the incident. An open year's "
+            "counts follow; a closed year is marked for review instead of changed."
+        ),
+    )
+    def override_outcome(self, request, incident, data):
+        actions.do_override_outcome(
+            incident, outcome=data["outcome"], reason=data["reason"], actor=request.user
+        )
+        return f"outcome overridden to {data['outcome']}"
+
+    @form_action(
+        description="Clear the override (back to the computed outcome)",
+        title="Clear the override",
+        explanation="The incident goes back to its computed outcome.",
+    )
+    def clear_override(self, request, incident, data):
+        actions.do_clear_override(incident, reason=data["reason"], actor=request.user)
+        return "override cleared"
+
+
+@admin.register(Job)
+class JobAdmin(ReadOnlyAdmin):
+    list_display = ["source", "cluster", "frameworks", "gpus", "started_at", "status"]
+    list_filter = ["cluster", "status"]
+    search_fields = ["source"]

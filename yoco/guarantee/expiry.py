@@ -10,14 +10,13 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
+from yoco.guarantee.models import Incident
 from yoco.guarantee.years import refresh_years
 from yoco.lib.vocabulary import FAILED, PENDING
 
 
 def expire_pending(now: datetime | None = None) -> int:
     """A conditional UPDATE (no locks); returns how many incidents it turned failed."""
-    from yoco.events.models import Incident
-
     now = now or timezone.now()
     with transaction.atomic():
         expired = Incident.objects.filter(

@@ -8,7 +8,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from yoco.guarantee import rules
-from yoco.guarantee.models import Contract, ContractYear
+from yoco.guarantee.models import Contract, ContractYear, Incident
 from yoco.lib.vocabulary import ELIGIBLE, OUTCOMES, PENDING
 
 
@@ -22,8 +22,6 @@ def terms_of(contract: Contract) -> rules.Terms:
 
 def count_outcomes(contract_id: int, number: int) -> dict[str, int]:
     """The year's incidents by their stored outcome."""
-    from yoco.events.models import Incident
-
     counts = dict.fromkeys(OUTCOMES, 0)
     rows = (
         Incident.objects.filter(contract_id=contract_id, year_number=number, outcome__isnull=False)
@@ -68,8 +66,6 @@ def _refresh_year(contract_id: int, number: int) -> None:
 
 def _expired_pending(years: Sequence[ContractYear], now: datetime) -> dict[tuple[int, int], int]:
     """Per open (contract, year): stored-pending incidents whose deadline is past at `now`."""
-    from yoco.events.models import Incident
-
     open_years = [y for y in years if y.state == ContractYear.OPEN]
     if not open_years:
         return {}

@@ -7,8 +7,9 @@ this module only words the reason it returns, never re-reads SPEC 4.3 itself.
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from yoco.events.models import Incident, Job
 from yoco.guarantee import rules
+from yoco.guarantee.fold import fact_of
+from yoco.guarantee.models import Incident, Job
 from yoco.guarantee.years import terms_of
 from yoco.lib.vocabulary import (
     ELIGIBLE,
@@ -137,7 +138,7 @@ def _reason(decision: rules.Decision, terms: rules.Terms, now: datetime) -> str:
 
 def explain(incident: Incident, events: list, job: Job | None, now: datetime) -> Explanation:
     """`events` are the incident's stored Event rows, oldest first; `now` the time of the read."""
-    facts = [e.as_fact() for e in events]
+    facts = [fact_of(e) for e in events]
     if incident.detected_at is None or rules.detection(facts) is None:
         return Explanation(
             rule="none",

@@ -15,9 +15,9 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db.models import Case, Count, F, IntegerField, Max, Sum, Value, When
 
-from yoco.events.models import Event, Incident
+from yoco.events.models import Event
 from yoco.guarantee import rules
-from yoco.guarantee.models import Contract, ContractYear
+from yoco.guarantee.models import Contract, ContractYear, Incident
 from yoco.guarantee.status import year_status
 from yoco.guarantee.years import year_result
 from yoco.lib import savings

@@ -20,9 +20,9 @@ from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 
-from yoco.events.models import Event, Incident, Job
+from yoco.events.models import Event
 from yoco.guarantee import rules
-from yoco.guarantee.models import Contract, ContractYear, Credit
+from yoco.guarantee.models import Contract, ContractYear, Credit, Incident, Job
 from yoco.guarantee.years import year_results
 from yoco.lib.vocabulary import (
     CATEGORIES,

@@ -144,6 +144,6 @@ def do_create_contract(
 
 def _refold_clusters(contract_id: int) -> None:
     """Events that arrived before this contract covered their cluster now count in it."""
-    from yoco.events.tasks import refold_contract_task
+    from yoco.guarantee.tasks import refold_contract_task
 
     refold_contract_task.delay(contract_id)

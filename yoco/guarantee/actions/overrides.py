@@ -4,6 +4,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from yoco.accounts.actions import audit, require_account_team, require_reason
+from yoco.guarantee.models import Incident
 from yoco.guarantee.years import refresh_years
 from yoco.lib.errors import ActionError
 from yoco.lib.vocabulary import OVERRIDE_OUTCOMES
@@ -21,8 +22,6 @@ def _incident_snapshot(incident) -> dict:
 
 
 def _set_override(incident, *, actor, action: str, reason: str, fields: dict):
-    from yoco.events.models import Incident
-
     with transaction.atomic(durable=True):
         current = Incident.objects.select_related("override_by").get(pk=incident.pk)
         if current.contract_id is None or current.computed_outcome is None:

@@ -9,14 +9,12 @@ from yoco.accounts.actions import audit, require_account_team, require_reason
 from yoco.guarantee import rules
 from yoco.guarantee.actions.credits import change_credit, earn_credit
 from yoco.guarantee.expiry import expire_pending
-from yoco.guarantee.models import ContractYear, Credit
+from yoco.guarantee.models import ContractYear, Credit, Incident
 from yoco.guarantee.years import count_outcomes, eligible
 from yoco.lib.errors import ActionError
 
 
 def _incident_ids(year: ContractYear) -> list[int]:
-    from yoco.events.models import Incident
-
     return list(
         Incident.objects.filter(
             contract_id=year.contract_id, year_number=year.number, outcome__isnull=False

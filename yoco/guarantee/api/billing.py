@@ -19,8 +19,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from yoco.accounts.auth import BILLING_AUTHENTICATION, BillingAccess
+from yoco.accounts.models import AuditRecord
 from yoco.guarantee import actions, rules
-from yoco.guarantee.models import AuditRecord, Credit
+from yoco.guarantee.models import Credit
 
 
 class BillingTokenScheme(OpenApiAuthenticationExtension):

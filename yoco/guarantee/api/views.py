@@ -1,13 +1,20 @@
+from django.db.models import F
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema, inline_serializer
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
+from rest_framework.exceptions import ParseError
+from rest_framework.generics import ListAPIView
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from yoco.accounts.auth import CustomerReadAccess
-from yoco.guarantee.api.serializers import ContractYearSerializer
-from yoco.guarantee.models import Contract
+from yoco.events.models import Event
+from yoco.guarantee.api.serializers import ContractYearSerializer, IncidentSerializer
+from yoco.guarantee.models import Contract, Incident
 from yoco.guarantee.years import year_results
+from yoco.lib.api import OrderedPageNumberPagination
+from yoco.lib.vocabulary import OUTCOMES
 
 
 class ContractYearsView(APIView):
@@ -27,3 +34,68 @@ class ContractYearsView(APIView):
         results = dict(zip((y.pk for y in years), year_results(years), strict=True))
         serializer = ContractYearSerializer(years, many=True, context={"results": results})
         return Response({"contract": contract.pk, "years": serializer.data})
+
+
+@extend_schema(
+    parameters=[
+        OpenApiParameter("contract", int, description="only this contract's incidents"),
+        OpenApiParameter("year", int, description="only incidents counted in this contract year"),
+        OpenApiParameter("outcome", str, enum=list(OUTCOMES), description="outcome as of now"),
+    ]
+)
+class IncidentListView(ListAPIView):
+    """GET /api/v1/incidents: the token's (or portal user's) customer's incidents."""
+
+    permission_classes = [CustomerReadAccess]
+    serializer_class = IncidentSerializer
+    pagination_class = OrderedPageNumberPagination
+
+    def get_queryset(self):
+        now = timezone.now()
+        customer = self.request.customer
+        queryset = (
+            Incident.objects.filter(cluster__customer=customer).select_related("cluster").as_of(now)
+        )
+        params = self.request.query_params
+        if params.get("contract"):
+            queryset = queryset.filter(contract_id=_int_param(params, "contract"))
+        if params.get("year"):
+            queryset = queryset.filter(year_number=_int_param(params, "year"))
+        if params.get("outcome"):
+            outcome = params["outcome"]
+            if outcome not in OUTCOMES:
+                raise ParseError(f"unknown outcome {outcome!r}")
+            queryset = queryset.with_outcome_as_of(outcome, now)
+        return queryset.order_by(F("detected_at").asc(nulls_first=True), "pk")
+
+    def get_serializer(self, *args, **kwargs):
+        incidents = args[0] if args else []
+        kwargs["context"] = {**self.get_serializer_context(), "events": events_of(incidents)}
+        return IncidentSerializer(*args, **kwargs)
+
+
+def events_of(incidents) -> dict[tuple[int, str], list[dict]]:
+    """The stored events of each incident, oldest first, in one query."""
+    incidents = list(incidents)
+    grouped: dict[tuple[int, str], list[dict]] = {}
+    if not incidents:
+        return grouped
+    rows = (
+        Event.objects.filter(
+            cluster_id__in={i.cluster_id for i in incidents},
+            subject__in={i.subject for i in incidents},
+        )
+        .order_by("time", "event_id")
+        .values_list("cluster_id", "subject", "raw")
+    )
+    for cluster_id, subject, raw in rows:
+        grouped.setdefault((cluster_id, subject), []).append(raw)
+    return grouped
+
+
+def _int_param(params, name: str) -> int:
+    try:
+        value = int(params[name])
+    except ValueError:
+        raise ParseError(f"{name} must be an integer, got {params[name]!r}") from None
+    return value

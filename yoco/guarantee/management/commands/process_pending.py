@@ -4,7 +4,7 @@ no broker, or to drain a backlog), and list the quarantined ones."""
 from django.core.management.base import BaseCommand
 
 from yoco.events.models import Event
-from yoco.events.processing import process_pending
+from yoco.guarantee.processing import process_pending
 
 
 class Command(BaseCommand):

@@ -12,9 +12,9 @@ from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from yoco.accounts.models import Cluster
-from yoco.events.models import Event, Incident, Job
+from yoco.events.models import Event
 from yoco.guarantee import rules
-from yoco.guarantee.models import Contract
+from yoco.guarantee.models import Contract, Incident, Job
 from yoco.guarantee.years import refresh_years, terms_of
 from yoco.lib.vocabulary import JOB_FINISHED, JOB_RESUMED, JOB_STARTED
 
@@ -73,6 +73,11 @@ def fold_jobs(cluster: Cluster, sources: Iterable[str], events: QuerySet[Event])
     return changed
 
 
+def fact_of(event: Event) -> rules.EventFact:
+    """What the guarantee's rules know of a stored event."""
+    return rules.EventFact(event.event_id, event.source, event.type, event.time, event.data)
+
+
 def contract_for(
     contracts: list[Contract], instant: datetime
 ) -> tuple[Contract | None, int | None]:
@@ -116,7 +121,7 @@ def refresh_incidents(
         else:
             changed.append(incident)
             touched.add((incident.contract_id, incident.year_number))
-        _recompute(incident, [e.as_fact() for e in events], jobs, contracts, now)
+        _recompute(incident, [fact_of(e) for e in events], jobs, contracts, now)
         incident.updated = now
         touched.add((incident.contract_id, incident.year_number))
     Incident.objects.bulk_create(new, batch_size=1000)

@@ -23,9 +23,9 @@ from django.utils import timezone
 
 from yoco.accounts.actions import audit
 from yoco.accounts.models import Cluster
-from yoco.events.fold import fold
 from yoco.events.models import Event
 from yoco.guarantee.expiry import expire_pending
+from yoco.guarantee.fold import fold
 
 log = logging.getLogger(__name__)
 
