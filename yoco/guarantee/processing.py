@@ -80,7 +80,7 @@ def do_process_events(cluster_id: int, pks: list[int], *, alone: bool = False) -
     fold that read before another's commit would overwrite it with stale counts). `alone`: the
     fold reads, besides processed events, only these, so another pending event that cannot be
     processed does not take them down with it."""
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         cluster = Cluster.objects.select_for_update().get(pk=cluster_id)
         rows = list(
             Event.objects.pending().filter(pk__in=pks).values_list("pk", "subject", "source")
@@ -102,7 +102,7 @@ def do_process_events(cluster_id: int, pks: list[int], *, alone: bool = False) -
 
 def do_quarantine_event(pk: int, reason: str) -> bool:
     """Set a pending event aside with the reason it could not be processed: one transaction."""
-    with transaction.atomic():
+    with transaction.atomic(durable=True):
         event = Event.objects.pending().select_for_update().filter(pk=pk).first()
         if event is None:
             return False
