@@ -1,9 +1,9 @@
 import json
+import re
 
 from django.conf import settings
 from django.db.models import F
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotAuthenticated, ParseError, UnsupportedMediaType
 from rest_framework.generics import ListAPIView
@@ -12,24 +12,45 @@ from rest_framework.views import APIView
 
 from yoco.events.api.serializers import IncidentSerializer
 from yoco.events.fold import expire_pending
-from yoco.events.ingest import ingest_events
+from yoco.events.ingest import ACCEPTED, CONFLICT, DUPLICATE, REJECTED, ingest_events
 from yoco.events.models import Event, Incident
+from yoco.events.schema import DATA_FIELDS
 from yoco.lib.api import CustomerReadAccess, OrderedPageNumberPagination, TooLarge
 from yoco.lib.auth import IngestKeyAuthentication
+from yoco.lib.openapi import error_responses
 
 BATCH_TYPE = "application/cloudevents-batch+json"
 SINGLE_TYPE = "application/cloudevents+json"
 
-ingest_answer = inline_serializer(
-    "IngestAnswer",
-    {
-        "results": serializers.ListField(child=serializers.DictField()),
-        "accepted": serializers.IntegerField(),
-        "duplicate": serializers.IntegerField(),
-        "conflict": serializers.IntegerField(),
-        "rejected": serializers.IntegerField(),
-    },
-)
+
+class CloudEventSerializer(serializers.Serializer):
+    """One event's envelope as SPEC 3 states it (documentation: ingest judges the body itself,
+    event by event, and answers `rejected` with the reason instead of refusing the request)."""
+
+    specversion = serializers.ChoiceField(choices=["1.0"])
+    id = serializers.CharField(min_length=1, max_length=200, help_text="unique per source")
+    source = serializers.CharField(max_length=300, help_text="/clusters/{cluster}/jobs/{job}")
+    type = serializers.ChoiceField(choices=sorted(DATA_FIELDS))
+    time = serializers.DateTimeField(help_text="RFC 3339 with an offset")
+    subject = serializers.CharField(
+        required=False, min_length=1, max_length=200, help_text="the incident id"
+    )
+    data = serializers.DictField(required=False, help_text="the fields of its type (SPEC 3)")
+
+
+class IngestResultSerializer(serializers.Serializer):
+    index = serializers.IntegerField(help_text="the event's position in the request")
+    id = serializers.CharField(allow_null=True, help_text="the event's id, when it had one")
+    status = serializers.ChoiceField(choices=[ACCEPTED, DUPLICATE, CONFLICT, REJECTED])
+    error = serializers.CharField(required=False, help_text="why it was not stored")
+
+
+class IngestAnswerSerializer(serializers.Serializer):
+    results = IngestResultSerializer(many=True)
+    accepted = serializers.IntegerField()
+    duplicate = serializers.IntegerField()
+    conflict = serializers.IntegerField()
+    rejected = serializers.IntegerField()
 
 
 class EventIngestView(APIView):
@@ -39,8 +60,29 @@ class EventIngestView(APIView):
     parser_classes = []  # the body is read and judged here, to answer exactly per SPEC
 
     @extend_schema(
-        request={BATCH_TYPE: OpenApiTypes.OBJECT, SINGLE_TYPE: OpenApiTypes.OBJECT},
-        responses={200: ingest_answer, 207: ingest_answer},
+        operation_id="events_create",
+        request={
+            BATCH_TYPE: CloudEventSerializer(many=True),
+            SINGLE_TYPE: CloudEventSerializer,
+        },
+        responses={
+            200: OpenApiResponse(IngestAnswerSerializer, description="every event stored"),
+            207: OpenApiResponse(
+                IngestAnswerSerializer,
+                description="some events rejected or in conflict; the others are stored",
+            ),
+            **error_responses(
+                400,
+                401,
+                403,
+                411,
+                413,
+                415,
+                e400="not JSON, nested too deeply, an empty batch, a batch that is not an "
+                "array or a single event that is not an object",
+                e403="a read or billing key",
+            ),  # fmt: skip
+        },
         description=(
             "A batch (`application/cloudevents-batch+json`, a JSON array) or one event "
             "(`application/cloudevents+json`). Every event gets a result by index: accepted, "
@@ -95,7 +137,19 @@ class EventIngestView(APIView):
         OpenApiParameter("contract", int, description="only this contract's incidents"),
         OpenApiParameter("year", int, description="only incidents counted in this contract year"),
         OpenApiParameter("outcome", str, enum=[c for c, _ in Incident.OUTCOMES]),
-    ]
+    ],
+    responses={
+        200: IncidentSerializer(many=True),
+        **error_responses(
+            400,
+            401,
+            403,
+            404,
+            e400="a contract, year or outcome filter that is not one",
+            e403="an ingest or billing key, or a signed-in user of no customer",
+            e404="a page past the last",
+        ),  # fmt: skip
+    },
 )
 class IncidentListView(ListAPIView):
     """GET /api/v1/incidents: the token's (or portal user's) customer's incidents."""
@@ -145,9 +199,12 @@ def events_of(incidents) -> dict[tuple[int, str], list[dict]]:
     return grouped
 
 
+# The widest integer a filter may carry: the database's 64-bit ids.
+MAX_FILTER_INT = 2**63 - 1
+
+
 def _int_param(params, name: str) -> int:
-    try:
-        value = int(params[name])
-    except ValueError:
-        raise ParseError(f"{name} must be an integer, got {params[name]!r}") from None
-    return value
+    raw = params[name]
+    if not re.fullmatch(r"-?[0-9]{1,19}", raw) or abs(int(raw)) > MAX_FILTER_INT:
+        raise ParseError(f"{name} must be a whole number, got {raw!r}")
+    return int(raw)

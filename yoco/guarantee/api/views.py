@@ -8,6 +8,7 @@ from yoco.events.fold import expire_pending
 from yoco.guarantee.api.serializers import ContractYearSerializer
 from yoco.guarantee.models import Contract
 from yoco.lib.api import CustomerReadAccess
+from yoco.lib.openapi import error_responses
 
 
 class ContractYearsView(APIView):
@@ -16,10 +17,16 @@ class ContractYearsView(APIView):
     permission_classes = [CustomerReadAccess]
 
     @extend_schema(
-        responses=inline_serializer(
-            "ContractYears",
-            {"contract": serializers.IntegerField(), "years": ContractYearSerializer(many=True)},
-        )
+        responses={
+            200: inline_serializer(
+                "ContractYears",
+                {
+                    "contract": serializers.IntegerField(),
+                    "years": ContractYearSerializer(many=True),
+                },
+            ),
+            **error_responses(401, 403, 404, e403="an ingest or billing key"),
+        }
     )
     def get(self, request, contract_id: int):
         contract = get_object_or_404(Contract, pk=contract_id, customer=request.customer)
