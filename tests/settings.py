@@ -1,4 +1,5 @@
-"""The test run's settings: production's (yoco.settings) with two test-only choices.
+"""Settings for the tests and the in-process benchmarks: production's (yoco.settings) with two
+choices of their own.
 
 * A SECRET_KEY for this run when none is set (yoco.settings refuses to start without one),
   put in the environment so that the servers and commands tests start inherit it.
