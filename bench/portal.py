@@ -25,7 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "yoco.settings")
+# The tests' settings: production's, with a throwaway SECRET_KEY and static files by name.
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 if not os.environ.get("DATABASE_URL"):
     _tmp = tempfile.mkdtemp(prefix="yoco-bench-portal-")
     os.environ["DATABASE_URL"] = f"sqlite:///{_tmp}/portal.sqlite3"

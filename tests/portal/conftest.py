@@ -1,6 +1,7 @@
 """Portal fixtures: two customers with data, and a client per kind of visitor."""
 
 import pytest
+from django.http import HttpRequest
 from django.test import Client
 
 PASSWORD = "demo-password-1"
@@ -39,8 +40,9 @@ def other(demo):
 
 
 def login(username):
+    """A client signed in with the password (django-axes checks it, so it needs a request)."""
     client = Client()
-    assert client.login(username=username, password=PASSWORD)
+    assert client.login(request=HttpRequest(), username=username, password=PASSWORD)
     return client
 
 

@@ -1,6 +1,5 @@
 from django.conf import settings
-from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotAuthenticated, ParseError, UnsupportedMediaType
 from rest_framework.response import Response
@@ -8,22 +7,43 @@ from rest_framework.views import APIView
 
 from yoco.accounts.auth import IngestKeyAuthentication
 from yoco.events import json_body
-from yoco.events.ingest import ingest_events
+from yoco.events.ingest import ACCEPTED, CONFLICT, DUPLICATE, REJECTED, ingest_events
+from yoco.events.schema import DATA_FIELDS
 from yoco.lib.api import LengthRequired, TooLarge
+from yoco.lib.openapi import error_responses
 
 BATCH_TYPE = "application/cloudevents-batch+json"
 SINGLE_TYPE = "application/cloudevents+json"
 
-ingest_answer = inline_serializer(
-    "IngestAnswer",
-    {
-        "results": serializers.ListField(child=serializers.DictField()),
-        "accepted": serializers.IntegerField(),
-        "duplicate": serializers.IntegerField(),
-        "conflict": serializers.IntegerField(),
-        "rejected": serializers.IntegerField(),
-    },
-)
+
+class CloudEventSerializer(serializers.Serializer):
+    """One event's envelope as SPEC 3 states it (documentation: ingest judges the body itself,
+    event by event, and answers `rejected` with the reason instead of refusing the request)."""
+
+    specversion = serializers.ChoiceField(choices=["1.0"])
+    id = serializers.CharField(min_length=1, max_length=200, help_text="unique per source")
+    source = serializers.CharField(max_length=300, help_text="/clusters/{cluster}/jobs/{job}")
+    type = serializers.ChoiceField(choices=sorted(DATA_FIELDS))
+    time = serializers.DateTimeField(help_text="RFC 3339 with an offset")
+    subject = serializers.CharField(
+        required=False, min_length=1, max_length=200, help_text="the incident id"
+    )
+    data = serializers.DictField(required=False, help_text="the fields of its type (SPEC 3)")
+
+
+class IngestResultSerializer(serializers.Serializer):
+    index = serializers.IntegerField(help_text="the event's position in the request")
+    id = serializers.CharField(allow_null=True, help_text="the event's id, when it had one")
+    status = serializers.ChoiceField(choices=[ACCEPTED, DUPLICATE, CONFLICT, REJECTED])
+    error = serializers.CharField(required=False, help_text="why it was not stored")
+
+
+class IngestAnswerSerializer(serializers.Serializer):
+    results = IngestResultSerializer(many=True)
+    accepted = serializers.IntegerField()
+    duplicate = serializers.IntegerField()
+    conflict = serializers.IntegerField()
+    rejected = serializers.IntegerField()
 
 
 class EventIngestView(APIView):
@@ -33,8 +53,29 @@ class EventIngestView(APIView):
     parser_classes = []  # the body is read and judged here, to answer exactly per SPEC
 
     @extend_schema(
-        request={BATCH_TYPE: OpenApiTypes.OBJECT, SINGLE_TYPE: OpenApiTypes.OBJECT},
-        responses={200: ingest_answer, 207: ingest_answer},
+        operation_id="events_create",
+        request={
+            BATCH_TYPE: CloudEventSerializer(many=True),
+            SINGLE_TYPE: CloudEventSerializer,
+        },
+        responses={
+            200: OpenApiResponse(IngestAnswerSerializer, description="every event stored"),
+            207: OpenApiResponse(
+                IngestAnswerSerializer,
+                description="some events rejected or in conflict; the others are stored",
+            ),
+            **error_responses(
+                400,
+                401,
+                403,
+                411,
+                413,
+                415,
+                e400="not JSON, nested too deeply, an empty batch, a batch that is not an "
+                "array or a single event that is not an object",
+                e403="a read or billing key",
+            ),  # fmt: skip
+        },
         description=(
             "A batch (`application/cloudevents-batch+json`, a JSON array) or one event "
             "(`application/cloudevents+json`). Every event gets a result by index: accepted, "

@@ -1,3 +1,5 @@
+import re
+
 from django.db.models import F
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -14,6 +16,7 @@ from yoco.guarantee.api.serializers import ContractYearSerializer, IncidentSeria
 from yoco.guarantee.models import Contract, Incident
 from yoco.guarantee.years import year_results
 from yoco.lib.api import OrderedPageNumberPagination
+from yoco.lib.openapi import error_responses
 from yoco.lib.vocabulary import OUTCOMES
 
 
@@ -23,10 +26,16 @@ class ContractYearsView(APIView):
     permission_classes = [CustomerReadAccess]
 
     @extend_schema(
-        responses=inline_serializer(
-            "ContractYears",
-            {"contract": serializers.IntegerField(), "years": ContractYearSerializer(many=True)},
-        )
+        responses={
+            200: inline_serializer(
+                "ContractYears",
+                {
+                    "contract": serializers.IntegerField(),
+                    "years": ContractYearSerializer(many=True),
+                },
+            ),
+            **error_responses(401, 403, 404, e403="an ingest or billing key"),
+        }
     )
     def get(self, request, contract_id: int):
         contract = get_object_or_404(Contract, pk=contract_id, customer=request.customer)
@@ -41,7 +50,19 @@ class ContractYearsView(APIView):
         OpenApiParameter("contract", int, description="only this contract's incidents"),
         OpenApiParameter("year", int, description="only incidents counted in this contract year"),
         OpenApiParameter("outcome", str, enum=list(OUTCOMES), description="outcome as of now"),
-    ]
+    ],
+    responses={
+        200: IncidentSerializer(many=True),
+        **error_responses(
+            400,
+            401,
+            403,
+            404,
+            e400="a contract, year or outcome filter that is not one",
+            e403="an ingest or billing key, or a signed-in user of no customer",
+            e404="a page past the last",
+        ),  # fmt: skip
+    },
 )
 class IncidentListView(ListAPIView):
     """GET /api/v1/incidents: the token's (or portal user's) customer's incidents."""
@@ -93,9 +114,12 @@ def events_of(incidents) -> dict[tuple[int, str], list[dict]]:
     return grouped
 
 
+# The widest integer a filter may carry: the database's 64-bit ids.
+MAX_FILTER_INT = 2**63 - 1
+
+
 def _int_param(params, name: str) -> int:
-    try:
-        value = int(params[name])
-    except ValueError:
-        raise ParseError(f"{name} must be an integer, got {params[name]!r}") from None
-    return value
+    raw = params[name]
+    if not re.fullmatch(r"-?[0-9]{1,19}", raw) or abs(int(raw)) > MAX_FILTER_INT:
+        raise ParseError(f"{name} must be a whole number, got {raw!r}")
+    return int(raw)
