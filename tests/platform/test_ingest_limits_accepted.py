@@ -4,7 +4,10 @@ sources of 300, the `fail_slow` category and the new optional fields."""
 
 from datetime import UTC, datetime, timedelta
 
+from django.test import Client
+
 from tests.conftest import cloud_event, post_events
+from tests.platform.account_team import customer_user
 from tests.platform.hostile import assert_kept_and_processed
 from yoco.events.models import Incident, Job
 from yoco.guarantee import rules
@@ -32,6 +35,15 @@ def test_largest_integers_fit_every_column(acme, api):
     assert (job.world_size, job.gpus, len(job.model)) == (MAX, MAX, 5000)
     incident = Incident.objects.get(subject="max")
     assert (incident.gpus, incident.downtime_ms) == (MAX, MAX)
+    # The portal's sums and products of these columns, and the read API, answer too.
+    client = Client()
+    client.force_login(customer_user("ada", acme.contract.customer))
+    for page in ("/", f"/contracts/{acme.contract.pk}/", f"/incidents/{incident.pk}/",
+                 "/incidents/", "/incidents.csv", "/years.csv"):  # fmt: skip
+        assert client.get(page).status_code == 200, page
+    read = {"HTTP_AUTHORIZATION": f"Bearer {acme.read_token}"}
+    assert api.get("/api/v1/incidents", **read).status_code == 200
+    assert api.get(f"/api/v1/contracts/{acme.contract.pk}/years", **read).status_code == 200
 
 
 def test_longest_id_subject_and_source(acme, api):
