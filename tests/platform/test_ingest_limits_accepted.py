@@ -71,6 +71,13 @@ def test_first_and_last_instants(acme, api):
     assert response.status_code == 200, response.json()
     assert_kept_and_processed(events)
     assert Incident.objects.get(subject="last").detected_at.year == 9999
+    client = Client()
+    client.force_login(customer_user("ada", acme.contract.customer))
+    for incident in Incident.objects.all():
+        assert client.get(f"/incidents/{incident.pk}/").status_code == 200
+    assert client.get("/incidents/").status_code == 200
+    read = {"HTTP_AUTHORIZATION": f"Bearer {acme.read_token}"}
+    assert api.get("/api/v1/incidents", **read).status_code == 200
 
 
 def test_deadline_of_a_detection_in_the_last_minutes_is_the_last_instant():
