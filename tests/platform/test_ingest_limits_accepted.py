@@ -2,15 +2,12 @@
 2^53 - 1 in every column they reach, times in the years 0001 and 9999, ids of 200 characters,
 sources of 300, the `fail_slow` category and the new optional fields."""
 
-from datetime import UTC, datetime, timedelta
-
 from django.test import Client
 
 from tests.conftest import cloud_event, post_events
 from tests.platform.account_team import customer_user
 from tests.platform.hostile import assert_kept_and_processed
 from yoco.events.models import Incident, Job
-from yoco.guarantee import rules
 
 MAX = 2**53 - 1
 
@@ -78,14 +75,6 @@ def test_first_and_last_instants(acme, api):
     assert client.get("/incidents/").status_code == 200
     read = {"HTTP_AUTHORIZATION": f"Bearer {acme.read_token}"}
     assert api.get("/api/v1/incidents", **read).status_code == 200
-
-
-def test_deadline_of_a_detection_in_the_last_minutes_is_the_last_instant():
-    terms = rules.Terms(deadline=timedelta(minutes=15))
-    last = datetime(9999, 12, 31, 23, 50, tzinfo=UTC)
-    assert rules.resolution_deadline(last, terms) == rules.LAST_INSTANT
-    early = datetime(2026, 1, 1, tzinfo=UTC)
-    assert rules.resolution_deadline(early, terms) == early + timedelta(minutes=15)
 
 
 def test_fail_slow_is_a_category(acme, api):
