@@ -461,7 +461,12 @@ class Coordinator:
         self.slot_bytes = 2 * max(m.state_bytes for m in self._workers()) // 1000 + 64 * 1024
         self.sink.emit(
             self.events.job_started(
-                s.world_size, s.model, _gpus(self._workers()), _protection(self._workers())
+                s.world_size,
+                s.model,
+                _gpus(self._workers()),
+                spares=sum(1 for m in self.members if m.role == "spare"),
+                parallelism={"dp_replicate": s.world_size},  # every rank a full replica
+                extra=_protection(self._workers()),
             )
         )
         self._resume_all({m.rank: "none" for m in self._workers()}, step=0)
