@@ -32,9 +32,10 @@ import torch
 import torch.distributed as dist
 
 from agent import checkpoint
-from agent.protocol import Channel, ChannelClosed, split_address
+from agent.protocol import Channel, ChannelClosed, error_text, split_address
 from agent.reducer import FlatReducer
-from agent.state import Registry, decode_per_rank, encode_per_rank, flatten
+from agent.skeleton import flatten
+from agent.state import Registry, decode_per_rank, encode_per_rank
 from agent.telemetry import HealthMonitor
 from agent.transport import pair_group, recv_state, send_state
 
@@ -108,6 +109,9 @@ class Run:
         self._stepped = False
         self._step_began = 0.0
         self._recompute_ms = 0.0
+        # The generation of the group this process last resumed in, until it has told the
+        # coordinator that it started its first step there (job.resumed waits for that).
+        self._unannounced_generation: int | None = None
         self._commands: queue.Queue[dict] = queue.Queue()
         self.monitor = HealthMonitor.from_config(self.config.get("health", {}), self._alarm)
         threading.Thread(target=self._read_commands, daemon=True, name="yoco-reader").start()
@@ -152,6 +156,7 @@ class Run:
         self._await_coordinator(None)
         while True:
             while self.current_step < total:
+                self._announce_start()
                 self._stepped = False
                 self._step_began = time.perf_counter()
                 yield self.current_step
@@ -163,6 +168,7 @@ class Run:
                     self._await_coordinator("paused")
                 elif self._checkpoint_due():
                     self._checkpoint()
+            self._announce_start()  # nothing left to run: "finished" is its first step
             if self._await_coordinator("finished") == "done":
                 return
 
@@ -264,6 +270,21 @@ class Run:
             elif kind == "coordinator_lost":
                 raise ChannelClosed("lost the yoco coordinator")
 
+    def _announce_start(self, steps_rerun: int = 0) -> None:
+        """Tell the coordinator, once per generation, that this process starts the first step
+        after a resume; `steps_rerun`: completed steps whose compute it ran again to get here."""
+        if self._unannounced_generation is None:
+            return
+        self.channel.send(
+            {
+                "type": "started",
+                "generation": self._unannounced_generation,
+                "step": self.current_step,
+                "steps_rerun": steps_rerun,
+            }
+        )
+        self._unannounced_generation = None
+
     def _report(self, report: str) -> None:
         self.channel.send(
             {
@@ -286,8 +307,8 @@ class Run:
             }
             nbytes = send_state(group, state)
             reply = {"ok": True, "bytes": nbytes}
-        except (RuntimeError, OSError) as error:
-            reply = {"ok": False, "error": str(error)[:300]}
+        except Exception as error:  # noqa: BLE001 - any failure is reported, the process lives
+            reply = {"ok": False, "error": error_text(error)}
         reply["duration_ms"] = (time.perf_counter() - started) * 1000
         self.channel.send({"type": "sent", "transfer": command["transfer"], **reply})
 
@@ -303,8 +324,8 @@ class Run:
             per_rank = received.state["per_rank"].numpy().tobytes()
             self.registry.load_per_rank_state(decode_per_rank(per_rank))
             reply = {"ok": True, "bytes": received.nbytes}
-        except (RuntimeError, OSError) as error:
-            reply = {"ok": False, "error": str(error)[:300]}
+        except Exception as error:  # noqa: BLE001 - any failure is reported, the process lives
+            reply = {"ok": False, "error": error_text(error)}
         reply["duration_ms"] = (time.perf_counter() - started) * 1000
         self.channel.send({"type": "loaded", "transfer": command["transfer"], **reply})
 
@@ -350,6 +371,7 @@ class Run:
             self._abandon_step()
             return False
         self.channel.send({"type": "resumed", "step": self.current_step})
+        self._unannounced_generation = command["generation"]
         return True
 
     def _form_group(self, generation: int) -> dist.ProcessGroup:

@@ -56,7 +56,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from agent.protocol import ChannelClosed
+from agent.protocol import ChannelClosed, error_text
 from agent.reducer import FlatReducer, _wait
 from agent.runtime import Run, _bytes_tensor, attach
 from agent.state import Registry, decode_per_rank, encode_per_rank
@@ -532,6 +532,7 @@ class TransparentRun(Run):
             self.pending = None
             self.loaded = True
             self._step_began = time.perf_counter()
+            self._announce_start(steps_rerun=self.boundaries)  # every boundary was replayed
 
         self._load_hook = register_module_forward_pre_hook(load)
 
@@ -550,8 +551,8 @@ class TransparentRun(Run):
                 "numel": self.total_numel,
             }
             reply = {"ok": True, "bytes": send_state(group, state)}
-        except (RuntimeError, OSError) as error:
-            reply = {"ok": False, "error": str(error)[:300]}
+        except Exception as error:  # noqa: BLE001 - any failure is reported, the process lives
+            reply = {"ok": False, "error": error_text(error)}
         reply["duration_ms"] = (time.perf_counter() - started) * 1000
         self.channel.send({"type": "sent", "transfer": command["transfer"], **reply})
 
@@ -572,8 +573,8 @@ class TransparentRun(Run):
             self.total_numel = int(received.state["numel"])
             self.current_step = int(self.pending["step"])
             reply = {"ok": True, "bytes": received.nbytes}
-        except (RuntimeError, OSError) as error:
-            reply = {"ok": False, "error": str(error)[:300]}
+        except Exception as error:  # noqa: BLE001 - any failure is reported, the process lives
+            reply = {"ok": False, "error": error_text(error)}
         reply["duration_ms"] = (time.perf_counter() - started) * 1000
         self.channel.send({"type": "loaded", "transfer": command["transfer"], **reply})
 
@@ -612,6 +613,9 @@ class TransparentRun(Run):
             return False
         self.started = True
         self.channel.send({"type": "resumed", "step": self.current_step})
+        self._unannounced_generation = command["generation"]
+        if self.loaded:  # it goes on with its step now; a spare once it has replayed
+            self._announce_start()
         return True
 
     def _sync_from_rank0(self) -> bool:
@@ -640,6 +644,8 @@ class TransparentRun(Run):
             message = "the script ended without a training step (no DistributedDataParallel step)"
             self.channel.send({"type": "fatal", "message": message})
             return
+        # A spare that resumed after the last step replayed the whole script and starts nothing.
+        self._announce_start(steps_rerun=0 if self.loaded else self.boundaries)
         while self._await_coordinator("finished") != "done":
             pass
 
