@@ -24,7 +24,7 @@ class TransparentJob(Job):
             PYTHON, "-m", "agent.cli", "run", *(["--transparent"] if transparent else []),
             "--workers", str(workers),
             "--spares", str(spares), "--events", str(self.events_path), "--status-file",
-            str(self.status_path), "--cluster", "ci", "--job", tmp.name, "--join-timeout", "60",
+            str(self.status_path), "--cluster", "ci", "--job", tmp.name, "--join-timeout", "120",
             "--heartbeat-timeout", "3", "--", PYTHON, str(SCRIPTS / script), *script_args,
             "--out", str(self.out),
         ]  # fmt: skip
