@@ -432,6 +432,7 @@ class Run:
         """What DDP's constructor does: every rank starts from rank 0's parameters and buffers
         (ranks seeded differently, e.g. `1337 + rank`, build different initial weights); the
         replicated extras (an EMA copy of those weights) too."""
+
         def floats(state) -> list[torch.Tensor]:
             return [t for t in flatten(state)[1] if t.is_floating_point()]
 

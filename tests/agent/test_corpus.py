@@ -6,13 +6,10 @@ failure-free run ends: every tensor and number it saves (model, optimizer, sched
 
 from __future__ import annotations
 
-import os
-import signal
-
 import pytest
 import torch
 
-from tests.agent.conftest import incidents
+from tests.agent.conftest import incidents, kill_alarm_drain
 from tests.agent.transparent_job import TransparentJob
 
 pytestmark = pytest.mark.agent
@@ -84,15 +81,7 @@ def test_corpus_script_survives_kill_thermal_drain_bit_identical(start, case, mo
     job = start("three", script, args + SLOW, 3, transparent)
     baseline = start("baseline", script, args, 0, transparent)  # failure-free, alongside
 
-    job.wait_step(kill_at)
-    os.kill(job.worker_pid(1), signal.SIGKILL)  # unplanned
-    job.wait_for(lambda: len(job.events("job.resumed")) == 1, what="recovery from SIGKILL")
-    job.wait_step(alarm_at)
-    job.cli("inject", "thermal", "--rank", "0")  # pre-emptive
-    job.wait_for(lambda: len(job.events("job.resumed")) == 2, what="pre-emptive migration")
-    job.wait_step(drain_at)
-    job.cli("drain", "--rank", "1")  # planned
-    job.wait_for(lambda: len(job.events("job.resumed")) == 3, what="planned migration")
+    kill_alarm_drain(job, (kill_at, alarm_at, drain_at), ranks=(1, 0, 1))
     assert job.wait_done() == 0, job.output()
     assert baseline.wait_done() == 0, baseline.output()
 
