@@ -88,8 +88,8 @@ def main():
         loss = criterion(output.view(-1, ntokens), targets.reshape(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
-        run.step()
-        if (step + 1) % args.eval_interval == 0:
+        stepped = run.step()  # False: abandoned (a peer failed), and yielded again
+        if stepped and (step + 1) % args.eval_interval == 0:
             val_loss = evaluate(model, val_loader, criterion, ntokens)
             scheduler.step(val_loss)
             if run.rank == 0:
