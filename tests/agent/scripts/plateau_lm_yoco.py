@@ -70,7 +70,8 @@ def main():
     val_data = batchify(stream[2000:2400], 12)
     train_sampler = DistributedSampler(train_data, run.world_size, rank, seed=1111)
     train_loader = DataLoader(train_data, batch_size=8, sampler=train_sampler)
-    val_loader = DataLoader(val_data, batch_size=16)
+    # Evaluated after run.step(): its iterators must not draw from the global torch RNG.
+    val_loader = DataLoader(val_data, batch_size=16, generator=torch.Generator())
 
     model = RNNModel(ntokens, 16, 32)
     criterion = nn.CrossEntropyLoss()
