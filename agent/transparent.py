@@ -532,6 +532,7 @@ class TransparentRun(Run):
             self.pending = None
             self.loaded = True
             self._step_began = time.perf_counter()
+            self._announce_start(steps_rerun=self.boundaries)  # every boundary was replayed
 
         self._load_hook = register_module_forward_pre_hook(load)
 
@@ -612,6 +613,9 @@ class TransparentRun(Run):
             return False
         self.started = True
         self.channel.send({"type": "resumed", "step": self.current_step})
+        self._unannounced_generation = command["generation"]
+        if self.loaded:  # it goes on with its step now; a spare once it has replayed
+            self._announce_start()
         return True
 
     def finish(self) -> None:
@@ -620,6 +624,8 @@ class TransparentRun(Run):
             message = "the script ended without a training step (no DistributedDataParallel step)"
             self.channel.send({"type": "fatal", "message": message})
             return
+        # A spare that resumed after the last step replayed the whole script and starts nothing.
+        self._announce_start(steps_rerun=0 if self.loaded else self.boundaries)
         while self._await_coordinator("finished") != "done":
             pass
 
