@@ -17,7 +17,7 @@ from yoco.events.models import Event, Incident
 from yoco.events.schema import DATA_FIELDS
 from yoco.lib.api import CustomerReadAccess, OrderedPageNumberPagination, TooLarge
 from yoco.lib.auth import IngestKeyAuthentication
-from yoco.lib.openapi import error_responses
+from yoco.lib.openapi import URL_TOO_LONG, error_responses
 
 BATCH_TYPE = "application/cloudevents-batch+json"
 SINGLE_TYPE = "application/cloudevents+json"
@@ -149,6 +149,7 @@ class EventIngestView(APIView):
             e403="an ingest or billing key, or a signed-in user of no customer",
             e404="a page past the last",
         ),  # fmt: skip
+        **URL_TOO_LONG,
     },
 )
 class IncidentListView(ListAPIView):
