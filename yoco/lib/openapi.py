@@ -4,9 +4,11 @@ authentication, request media types and every status code it can answer).
 * One bearer security scheme per key table (`clusterKey`, `readToken`, `billingToken`).
 * The error body every 4xx answer has: `{"detail": "…"}`.
 * `error_responses(...)`: the documented error answers of one endpoint.
+* `URL_TOO_LONG`: the HTTP server's own answer to a query string past its limit.
 """
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 
@@ -63,3 +65,13 @@ def error_responses(*codes: int, **described: str) -> dict[int, OpenApiResponse]
         description = described.get(f"e{code}", ERROR_MEANINGS[code])
         responses[code] = OpenApiResponse(ErrorSerializer, description=description)
     return responses
+
+
+# gunicorn refuses a request line over 4,094 bytes itself (an HTML page), before Django runs.
+URL_TOO_LONG = {
+    (414, "text/html"): OpenApiResponse(
+        OpenApiTypes.STR,
+        description="the URL is longer than the HTTP server takes (gunicorn: a request line "
+        "of 4,094 bytes); answered by the server before the platform, as HTML",
+    )
+}

@@ -21,7 +21,7 @@ from yoco.accounts.auth import BILLING_AUTHENTICATION, BillingAccess
 from yoco.accounts.models import AuditRecord
 from yoco.guarantee import actions, rules
 from yoco.guarantee.models import Credit
-from yoco.lib.openapi import error_responses
+from yoco.lib.openapi import URL_TOO_LONG, error_responses
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -164,6 +164,7 @@ class BillingCreditListView(BillingView):
             **error_responses(
                 400, 401, 403, e400="bad state, cursor or limit", e403="a read or ingest key"
             ),
+            **URL_TOO_LONG,
         },
     )
     def get(self, request):

@@ -16,7 +16,7 @@ from yoco.guarantee.api.serializers import ContractYearSerializer, IncidentSeria
 from yoco.guarantee.models import Contract, Incident
 from yoco.guarantee.years import year_results
 from yoco.lib.api import OrderedPageNumberPagination
-from yoco.lib.openapi import error_responses
+from yoco.lib.openapi import URL_TOO_LONG, error_responses
 from yoco.lib.vocabulary import OUTCOMES
 
 
@@ -62,6 +62,7 @@ class ContractYearsView(APIView):
             e403="an ingest or billing key, or a signed-in user of no customer",
             e404="a page past the last",
         ),  # fmt: skip
+        **URL_TOO_LONG,
     },
 )
 class IncidentListView(ListAPIView):
