@@ -14,7 +14,7 @@ from django.utils.html import format_html, format_html_join
 
 from yoco.accounts.history import audit_history
 from yoco.events.models import Event
-from yoco.guarantee import actions, rules
+from yoco.guarantee import actions, rules, sizing
 from yoco.guarantee.models import Contract, ContractYear, Credit, Incident, Job
 from yoco.lib.admin import ReadOnlyAdmin, ReadOnlyInline, ReasonForm, each_action, form_action
 from yoco.lib.vocabulary import OVERRIDE_OUTCOMES
@@ -31,6 +31,30 @@ def _link(obj, label=None):
 class ContractYearInline(ReadOnlyInline):
     model = ContractYear
     fields = ["number", "start", "end", "state", "counts", "needs_review", "closed_at"]
+
+
+class ContractParametersForm(ReasonForm):
+    checkpoint_interval_minutes = forms.IntegerField(
+        min_value=1, initial=rules.DEFAULT_CHECKPOINT_INTERVAL_MINUTES
+    )
+    restart_minutes = forms.IntegerField(min_value=0, initial=rules.DEFAULT_RESTART_MINUTES)
+    gpu_hour_price = forms.DecimalField(
+        min_value=0, max_digits=12, decimal_places=4, initial=rules.DEFAULT_GPU_HOUR_PRICE
+    )
+    spare_return_hours = forms.DecimalField(
+        min_value=Decimal("0.01"),
+        max_digits=7,
+        decimal_places=2,
+        initial=sizing.DEFAULT_SPARE_RETURN_HOURS,
+        help_text="The spare-sizing advisor's T, in hours.",
+    )
+    field_order = [
+        "checkpoint_interval_minutes",
+        "restart_minutes",
+        "gpu_hour_price",
+        "spare_return_hours",
+        "reason",
+    ]
 
 
 @admin.register(Contract)
@@ -56,11 +80,28 @@ class ContractAdmin(ReadOnlyAdmin):
         "checkpoint_interval_minutes",
         "restart_minutes",
         "gpu_hour_price",
+        "spare_return_hours",
         "created",
         "history",
     ]
     readonly_fields = fields
     inlines = [ContractYearInline]
+    actions = ["set_parameters"]
+
+    @form_action(
+        description="Change progress-protected and advisor parameters (reason required)",
+        title="Change the contract's parameters",
+        explanation=(
+            'The assumptions of the portal\'s "progress protected" figure (checkpoint '
+            "interval, restart time, GPU-hour price) and the spare-sizing advisor's T (hours a "
+            "failed worker is out before it is back as a spare). The customer sees them on the "
+            "contract page. Every selected contract gets the same values."
+        ),
+        form_class=ContractParametersForm,
+    )
+    def set_parameters(self, request, contract, data):
+        actions.do_set_contract_parameters(contract, actor=request.user, **data)
+        return "parameters set"
 
     @admin.display(description="annual value")
     def annual(self, contract):

@@ -12,7 +12,7 @@ from django.db import models
 from django.db.models import Case, F, Q, Value, When
 
 from yoco.accounts.models import Cluster, Customer
-from yoco.guarantee import rules
+from yoco.guarantee import rules, sizing
 from yoco.lib.vocabulary import FAILED, OUTCOMES, PENDING
 
 
@@ -39,6 +39,10 @@ class Contract(models.Model):
     restart_minutes = models.PositiveIntegerField(default=rules.DEFAULT_RESTART_MINUTES)
     gpu_hour_price = models.DecimalField(
         max_digits=12, decimal_places=4, default=rules.DEFAULT_GPU_HOUR_PRICE
+    )
+    # The spare-sizing advisor's T (SPEC 4.9): hours a failed worker is out of service.
+    spare_return_hours = models.DecimalField(
+        max_digits=7, decimal_places=2, default=sizing.DEFAULT_SPARE_RETURN_HOURS
     )
     created = models.DateTimeField(auto_now_add=True)
 

@@ -8,6 +8,7 @@ from decimal import Decimal
 
 import plotly.io as pio
 
+from yoco.guarantee.sizing import Advice
 from yoco.lib.vocabulary import OUTCOMES
 from yoco.portal.stats import DOWNTIME_LABELS, YearStats
 
@@ -176,4 +177,61 @@ def progress_protected(stats: YearStats) -> str:
         "rangemode": "tozero",
     }
     layout["margin"] = {**layout["margin"], "r": 56}
+    return to_json({"data": data, "layout": layout})
+
+
+def spares(advice: Advice, target: Decimal) -> str:
+    """The advisor's table as a chart: for each S, p_S and its Clopper–Pearson lower bound
+    against the target, and P_S (the chance a failure finds no spare)."""
+    x = [o.spares for o in advice.options]
+    data = [
+        {
+            "type": "bar",
+            "name": "Expected live-resolution rate p_S",
+            "x": x,
+            "y": [o.live_rate * 100 for o in advice.options],
+            "marker": {
+                "color": [
+                    "#15803d" if o.spares == advice.recommended else "#94a3b8"
+                    for o in advice.options
+                ]
+            },
+            "hovertemplate": "S = %{x}: p_S = %{y:.2f} %<extra></extra>",
+        },
+        {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": "95 % lower bound",
+            "x": x,
+            "y": [o.lower * 100 for o in advice.options],
+            "line": {"color": "#0f172a", "width": 2},
+            "hovertemplate": "S = %{x}: lower bound %{y:.2f} %<extra></extra>",
+        },
+        {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": "No spare free P_S",
+            "x": x,
+            "y": [o.no_spare * 100 for o in advice.options],
+            "line": {"color": "#dc2626", "width": 2, "dash": "dot"},
+            "hovertemplate": "S = %{x}: P_S = %{y:.3f} %<extra></extra>",
+        },
+    ]
+    layout = _layout(
+        bargap=0.3,
+        shapes=[
+            {
+                "type": "line",
+                "xref": "paper",
+                "x0": 0,
+                "x1": 1,
+                "y0": float(target),
+                "y1": float(target),
+                "line": {"color": "#d97706", "dash": "dash", "width": 1.5},
+            }
+        ],
+    )
+    layout["xaxis"] = {**layout["xaxis"], "title": {"text": "standby spares S"}, "dtick": 1}
+    layout["yaxis"] = {**layout["yaxis"], "title": {"text": "%"}, "range": [0, 101]}
+    layout["margin"] = {**layout["margin"], "b": 56}
     return to_json({"data": data, "layout": layout})

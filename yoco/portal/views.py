@@ -34,6 +34,7 @@ from yoco.lib.vocabulary import (
 )
 from yoco.portal import charts
 from yoco.portal.explain import duration, explain
+from yoco.portal.spares import contract_advice
 from yoco.portal.stats import cached_year_stats, current_year, glance
 
 PAGE_SIZE = 50
@@ -135,10 +136,17 @@ def home(request):
     return render(request, "portal/dashboard.html", context)
 
 
+class SparesForm(forms.Form):
+    gpus = forms.IntegerField(required=False, min_value=1, max_value=10**7, label="Job GPUs (G)")
+
+
 @customer_view
 def contract_detail(request, pk):
     contract = get_object_or_404(_contracts(request), pk=pk)
     now = timezone.now()
+    spares_form = SparesForm(request.GET or None)
+    wanted_gpus = spares_form.cleaned_data["gpus"] if spares_form.is_valid() else None
+    history, advice = contract_advice(contract, now, wanted_gpus)
     rows = []
     years = list(contract.contract_years.all())
     for year in years:
@@ -162,6 +170,10 @@ def contract_detail(request, pk):
             "rows": rows,
             "annual_value": _money(contract.annual_value, contract.currency),
             "now": now,
+            "spares_form": spares_form,
+            "history": history,
+            "advice": advice,
+            "chart_spares": charts.spares(advice, contract.target),
         },
     )
 

@@ -6,7 +6,11 @@ By domain: `contracts`, `years` (closing, reopening), `credits` (the four-eyes a
 states), `overrides` (the account team's outcome). A refused change raises `ActionError`.
 """
 
-from yoco.guarantee.actions.contracts import NewContract, do_create_contract
+from yoco.guarantee.actions.contracts import (
+    NewContract,
+    do_create_contract,
+    do_set_contract_parameters,
+)
 from yoco.guarantee.actions.credits import (
     do_approve_credit,
     do_book_order,
@@ -35,5 +39,6 @@ __all__ = [
     "do_export_credit",
     "do_override_outcome",
     "do_reopen_year",
+    "do_set_contract_parameters",
     "do_void_credit",
 ]

@@ -4,9 +4,10 @@ from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
 
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from yoco.accounts.actions import audit
+from yoco.accounts.actions import audit, require_account_team, require_reason
 from yoco.accounts.models import Cluster, ClusterKey, Customer, ReadToken
 from yoco.guarantee import rules
 from yoco.guarantee.models import Contract, ContractYear
@@ -147,3 +148,56 @@ def _refold_clusters(contract_id: int) -> None:
     from yoco.guarantee.tasks import refold_contract_task
 
     refold_contract_task.delay(contract_id)
+
+
+def _parameters(contract: Contract) -> dict:
+    return {
+        "checkpoint_interval_minutes": contract.checkpoint_interval_minutes,
+        "restart_minutes": contract.restart_minutes,
+        "gpu_hour_price": str(contract.gpu_hour_price),
+        "spare_return_hours": str(contract.spare_return_hours),
+    }
+
+
+def do_set_contract_parameters(
+    contract: Contract,
+    *,
+    checkpoint_interval_minutes: int,
+    restart_minutes: int,
+    gpu_hour_price: Decimal,
+    spare_return_hours: Decimal,
+    actor,
+    reason: str,
+) -> Contract:
+    """The account team changes a contract's "progress protected" assumptions (SPEC 4.6) and
+    the spare-sizing advisor's T (SPEC 4.9); the customer sees them on the contract page."""
+    require_account_team(actor)
+    reason = require_reason(reason)
+    if checkpoint_interval_minutes < 1:
+        raise ActionError("the checkpoint interval must be at least one minute")
+    if restart_minutes < 0:
+        raise ActionError("the restart time cannot be negative")
+    if not gpu_hour_price.is_finite() or gpu_hour_price < 0:
+        raise ActionError(f"the GPU-hour price must be zero or more, got {gpu_hour_price}")
+    if not spare_return_hours.is_finite() or spare_return_hours <= 0:
+        raise ActionError(f"the spare return time must be positive, got {spare_return_hours}")
+    with transaction.atomic(durable=True):
+        locked = Contract.objects.select_for_update().get(pk=contract.pk)
+        before = _parameters(locked)
+        locked.checkpoint_interval_minutes = checkpoint_interval_minutes
+        locked.restart_minutes = restart_minutes
+        locked.gpu_hour_price = gpu_hour_price
+        locked.spare_return_hours = spare_return_hours
+        try:  # the columns' own limits (digits, places)
+            locked.clean_fields(
+                exclude=[f.name for f in Contract._meta.fields if f.name not in before]
+            )
+        except ValidationError as exc:
+            raise ActionError("; ".join(exc.messages)) from None
+        locked.save(update_fields=list(before))
+        locked.refresh_from_db()  # as stored: 3.5 reads back as 3.5000
+        after = _parameters(locked)
+        if after != before:
+            audit(actor, "set_contract_parameters", locked, reason=reason, before=before,
+                  after=after)  # fmt: skip
+    return locked

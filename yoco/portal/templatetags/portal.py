@@ -47,3 +47,9 @@ def div1000(value):
         return f"{minutes} min {seconds:02d} s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours} h {minutes:02d} min"
+
+
+@register.filter
+def sig(value, digits=3):
+    """A float of any size to `digits` significant digits (0.000123, 4.56e-07)."""
+    return "—" if value is None else f"{float(value):.{int(digits)}g}"
