@@ -6,9 +6,12 @@ Views, the admin and management commands call these; nothing else writes these m
 A key is returned once, when it is made, and stored hashed.
 """
 
-from django.contrib.auth import get_user_model
-from django.db import transaction
+import uuid
 
+from django.contrib.auth import get_user_model
+from django.db import connection, transaction
+
+from yoco.accounts import chain
 from yoco.accounts.models import (
     AuditRecord,
     BillingToken,
@@ -21,22 +24,46 @@ from yoco.accounts.models import (
 from yoco.lib.errors import ActionError
 
 SYSTEM = "system"
+# The advisory lock key of the audit chain ("YOCO"). The credit change sequence (the ids of
+# credits' audit records) is serialised by it too.
+AUDIT_CHAIN_LOCK = 0x59_4F_43_4F
+
+
+def lock_audit_chain() -> None:
+    """Serialise the writers of the audit chain until the transaction ends: on PostgreSQL a
+    transaction-level advisory lock (SQLite's IMMEDIATE transactions serialise every write)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [AUDIT_CHAIN_LOCK])
 
 
 def audit(actor, action: str, obj, *, reason: str = "", before=None, after=None,
           object_id: str | None = None) -> AuditRecord:  # fmt: skip
     """Write the audit record of `action` on `obj` (named by its primary key unless
-    `object_id` is given); `actor` is a user, a label such as "billing:abc", or None (system)."""
-    return AuditRecord.objects.create(
-        actor=actor if getattr(actor, "pk", None) else None,
-        actor_label=getattr(actor, "username", None) or str(actor or SYSTEM),
-        action=action,
-        object_type=type(obj).__name__,
-        object_id=str(obj.pk) if object_id is None else object_id,
-        reason=reason,
-        before=before,
-        after=after,
-    )
+    `object_id` is given); `actor` is a user, a label such as "billing:abc", or None (system).
+
+    The record joins the hash chain: it holds the hash of the record before it and its own,
+    both written in the caller's transaction while the chain is locked."""
+    with transaction.atomic():
+        lock_audit_chain()
+        last = AuditRecord.objects.order_by("-pk").values_list("hash", flat=True).first()
+        record = AuditRecord.objects.create(
+            actor=actor if getattr(actor, "pk", None) else None,
+            actor_label=getattr(actor, "username", None) or str(actor or SYSTEM),
+            action=action,
+            object_type=type(obj).__name__,
+            object_id=str(obj.pk) if object_id is None else object_id,
+            reason=reason,
+            before=before,
+            after=after,
+            previous_hash=last or chain.GENESIS,
+            hash=f"pending:{uuid.uuid4().hex}",  # the id is part of the hash: known once inserted
+        )
+        # Hashed as it reads back: JSON as the database returns it.
+        record.refresh_from_db()
+        record.hash = chain.record_hash(**chain.content_of(record))
+        AuditRecord.objects.filter(pk=record.pk).update(hash=record.hash)
+    return record
 
 
 def require_account_team(actor) -> None:

@@ -88,6 +88,9 @@ class AuditRecord(models.Model):
     reason = models.TextField(blank=True)
     before = models.JSONField(null=True, blank=True)
     after = models.JSONField(null=True, blank=True)
+    # The hash chain (`yoco.accounts.chain`): the record before's hash, and this one's.
+    previous_hash = models.CharField(max_length=64)
+    hash = models.CharField(max_length=64, unique=True)
 
     class Meta:
         db_table = "guarantee_auditrecord"  # made in the guarantee app; moved with its table

@@ -7,22 +7,20 @@ conditional UPDATE on the state read a moment before (`filter(pk=…, state=…,
 Every credit change stores the id of its audit record in Credit.change_seq, the append-only
 sequence the billing export pages on. So that a reader never sees a larger sequence number
 commit before a smaller one (which would let its cursor skip the smaller), the transactions
-that hand out credit sequence numbers are serialised: on PostgreSQL by a transaction-level
-advisory lock taken just before the audit record is inserted (SQLite serialises every write
-anyway).
+that hand out credit sequence numbers are serialised: `audit` locks the audit chain until the
+transaction ends (`accounts.actions.lock_audit_chain`), and the sequence number is its record's
+id.
 """
 
 from decimal import Decimal
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 
 from yoco.accounts.actions import audit, require_account_team, require_reason
 from yoco.guarantee import rules
 from yoco.guarantee.models import ContractYear, Credit
 from yoco.guarantee.years import eligible
 from yoco.lib.errors import ActionError
-
-CHANGE_SEQ_LOCK = 0x59_4F_43_4F  # "YOCO": the advisory lock key of the credit change sequence
 
 
 def credit_snapshot(credit: Credit) -> dict:
@@ -33,12 +31,6 @@ def credit_snapshot(credit: Credit) -> dict:
         "basis": credit.basis,
         "order_value": None if credit.order_value is None else str(credit.order_value),
     }
-
-
-def _lock_change_sequence() -> None:
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CHANGE_SEQ_LOCK])
 
 
 def earn_credit(year: ContractYear, counts: dict, incident_ids: list[int], actor) -> Credit | None:
@@ -63,7 +55,6 @@ def earn_credit(year: ContractYear, counts: dict, incident_ids: list[int], actor
             )
     except IntegrityError:
         return None  # a live credit for this year exists already
-    _lock_change_sequence()
     record = audit(actor, "earn_credit", credit, after=credit_snapshot(credit))
     Credit.objects.filter(pk=credit.pk).update(change_seq=record.pk)
     return credit
@@ -94,7 +85,6 @@ def change_credit(
     if not updated:
         raise ActionError(f"credit {current.pk} was changed by someone else meanwhile; reload")
     current.refresh_from_db()
-    _lock_change_sequence()
     record = audit(
         actor, action, current, reason=reason, before=before, after=credit_snapshot(current)
     )
