@@ -107,13 +107,10 @@ def test_corpus_script_survives_kill_thermal_drain_bit_identical(start, case, mo
         ], types
         triggers.add(events[0]["data"]["trigger"])
         completed = events[2]["data"]
-        if transparent:
-            # The spare replays every step before the resume step: honestly reported, that is
-            # steps_lost == resumed_step (issue 10 item 3); 0 until that lands, and 0 for real
-            # once transparent mode stops replaying (issue 12).
-            assert completed["steps_lost"] in (0, completed["resumed_step"]), completed
-        else:
-            assert completed["steps_lost"] == 0, completed
+        # A transparent spare replays every step before the resume step, and says so (until
+        # transparent mode stops replaying, issue 12).
+        replayed = completed["resumed_step"] if transparent else 0
+        assert completed["steps_lost"] == replayed, completed
     assert triggers == {"unplanned", "preemptive", "planned"}
     finished = job.events("job.finished")
     assert [e["data"] for e in finished] == [{"status": "completed", "step": total}]
