@@ -29,6 +29,7 @@ from pathlib import Path
 import torch.distributed as dist
 
 from agent import checkpoint
+from agent.devices import group_backend
 from agent.events import EventFactory, new_incident_id
 from agent.protocol import Channel, ChannelClosed
 from agent.reporter import EventSink
@@ -699,6 +700,7 @@ class Coordinator:
     def _resume_all(self, restore: dict[int, str], step: int, checkpoint_step=None) -> bool:
         self.generation += 1
         workers = self._workers()
+        backend = group_backend([(m.node, m.device) for m in workers])
         for member in workers:
             member.report = None
             self._send(
@@ -711,6 +713,7 @@ class Coordinator:
                     "step": step,
                     "restore": restore[member.rank],
                     "slot_bytes": self.slot_bytes,
+                    "backend": backend,
                 },
             )
 

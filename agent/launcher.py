@@ -104,3 +104,35 @@ class LocalProcesses:
                 self.kill(process.pid)
         for process in self.processes:
             process.wait()
+
+
+def run_local_job(settings, sink, command: list[str], processes: int, respawn: bool) -> str:
+    """`yoco-agent run` (and `coordinator`, with no command): a coordinator in this process and
+    `processes` local processes running `command`, until the job ends; its job.finished status.
+    Needs only torch and the standard library, like everything a job runs."""
+    from agent.coordinator import Coordinator
+
+    local = LocalProcesses(command, "") if command else None
+    coordinator = Coordinator(
+        settings,
+        sink,
+        spawn=local.start if (local and respawn) else None,
+        kill=local.kill if local else None,
+    )
+    print(f"yoco agent: coordinator at {coordinator.address}", flush=True)
+    if local is not None:
+        local.coordinator = coordinator.address
+        local.on_exit = coordinator.process_exited
+        for _ in range(processes):
+            local.start()
+    status = "failed"
+    try:
+        status = coordinator.run()
+    finally:
+        if local is not None and status == "completed":
+            local.wait_all(timeout_s=60)  # workers may still be saving their results
+        elif local is not None:
+            local.stop_all()
+        sink.close()
+    print(f"yoco agent: job {status}", flush=True)
+    return status

@@ -326,7 +326,7 @@ class Run:
             # Redo the abandoned step exactly: RNG and data position as they were at its start,
             # which is this rank's own slot of the mirror from the last completed all-reduce.
             self.registry.load_per_rank_state(decode_per_rank(self.reducer.mirror_of(self.rank)))
-        self.group = self._form_group(command["generation"])
+        self.group = self._form_group(command["generation"], command["backend"])
         if self.reducer is None:
             params = [p for m in self.registry.models for p in m.parameters()]
             self.reducer = FlatReducer(params, self.world_size, command["slot_bytes"])
@@ -352,10 +352,12 @@ class Run:
         self.channel.send({"type": "resumed", "step": self.current_step})
         return True
 
-    def _form_group(self, generation: int) -> dist.ProcessGroup:
+    def _form_group(self, generation: int, backend: str) -> dist.ProcessGroup:
+        """`backend`: the coordinator's choice (devices.group_backend): NCCL only when every
+        rank has a GPU of its own."""
         store = dist.PrefixStore(f"pg/{generation}/", self.store)
         timeout = datetime.timedelta(seconds=self.config["collective_timeout_s"])
-        if torch.cuda.is_available():
+        if backend == "nccl":
             options = dist.ProcessGroupNCCL.Options()
             options._timeout = timeout
             return dist.ProcessGroupNCCL(store, self.rank, self.world_size, options)

@@ -1,0 +1,157 @@
+"""The device-to-device state stream: CUDA tensors copied from the sender's GPU memory straight
+into the receiver's, through CUDA IPC, without touching host memory or the wire.
+
+It wraps the host-staged stream (transport.py) rather than replacing it:
+
+    both ends:  exchange Endpoints over the pair group; devices.device_to_device decides
+    sender:     each CUDA tensor of the state -> a SharedTensor (its IPC handle, a few bytes)
+    both:       the host-staged stream carries the rest (skeleton, CPU tensors, the handles)
+    receiver:   opens each handle and copies device to device into the tensor it will train
+                with, synchronises, closes the handles, then acknowledges
+    sender:     returns only after the acknowledgement, so nothing changes the source tensors
+                while they are read
+
+A tensor that cannot be shared (e.g. memory from an allocator without IPC support) stays a
+tensor and takes the host-staged path; a pair that cannot use IPC (different hosts, CPU, devices
+masked differently) takes it for everything. No checksum on this path: the bytes never cross a
+network or host buffer, the copy engine moves them within (ECC-protected) device memory.
+YOCO_STATE_PATH=host turns this path off (an operator's escape hatch, and the bench's baseline).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from agent.devices import Endpoint, device_to_device, here
+
+PATH_ENV = "YOCO_STATE_PATH"  # "auto" (default) or "host"
+
+
+@dataclass(frozen=True)
+class SharedTensor:
+    """A CUDA tensor as a CUDA IPC handle: what torch.multiprocessing pickles for it."""
+
+    rebuild: tuple  # (function, arguments) from torch.multiprocessing.reductions.reduce_tensor
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+    @property
+    def nbytes(self) -> int:
+        return _numel(self.shape) * torch.empty((), dtype=self.dtype).element_size()
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    n = 1
+    for size in shape:
+        n *= size
+    return n
+
+
+def negotiate(group: dist.ProcessGroup, rank: int) -> bool:
+    """Both ends of a pair group (0 sends the state, 1 receives it) learn whether this transfer
+    goes device to device. Each end sends its Endpoint (None when the path is turned off here)
+    and decides on the same two, so they agree."""
+    mine = here() if os.environ.get(PATH_ENV, "auto") != "host" else None
+    theirs = _exchange(group, rank, mine)
+    if mine is None or theirs is None:
+        return False
+    source, target = (mine, theirs) if rank == 0 else (theirs, mine)
+    return device_to_device(source, target)
+
+
+def _exchange(group: dist.ProcessGroup, rank: int, endpoint: Endpoint | None) -> Endpoint | None:
+    blob = torch.frombuffer(bytearray(pickle.dumps(endpoint)), dtype=torch.uint8)
+    peer = 1 - rank
+    length, their_length = torch.tensor([blob.numel()]), torch.zeros(1, dtype=torch.int64)
+    if rank == 0:
+        group.send([length], peer, 0).wait()
+        group.send([blob], peer, 0).wait()
+        group.recv([their_length], peer, 0).wait()
+    else:
+        group.recv([their_length], peer, 0).wait()
+    theirs = torch.empty(int(their_length.item()), dtype=torch.uint8)
+    group.recv([theirs], peer, 0).wait()
+    if rank == 1:
+        group.send([length], peer, 0).wait()
+        group.send([blob], peer, 0).wait()
+    return pickle.loads(theirs.numpy().tobytes())
+
+
+def share(state):
+    """The state with every CUDA tensor replaced by a SharedTensor; (state, bytes shared)."""
+    from torch.multiprocessing.reductions import reduce_tensor
+
+    shared = 0
+
+    def walk(value):
+        nonlocal shared
+        if isinstance(value, torch.Tensor) and value.is_cuda:
+            try:
+                handle = reduce_tensor(value.detach())
+            except RuntimeError:  # not shareable: this tensor takes the host-staged path
+                return value
+            shared += value.numel() * value.element_size()
+            return SharedTensor(handle, tuple(value.shape), value.dtype)
+        if isinstance(value, dict):
+            return type(value)((k, walk(v)) for k, v in value.items())
+        if isinstance(value, list | tuple):
+            return type(value)(walk(v) for v in value)
+        return value
+
+    # Work queued on the current stream (the last optimizer step) must land before the receiver
+    # reads; the IPC event torch records covers it too, this makes it independent of streams.
+    torch.cuda.current_stream().synchronize()
+    return walk(state), shared
+
+
+def fetch(received, template):
+    """Replace every SharedTensor of `received` by its bytes, copied device to device into the
+    tensor at the same place in `template` where shape and dtype match (the receiver trains with
+    that one), else into a new tensor on this process's device. Returns (state, bytes copied)."""
+    opened: list[torch.Tensor] = []  # the sender's memory, mapped here until the copies are done
+    copied = 0
+
+    def walk(value, mine):
+        nonlocal copied
+        if isinstance(value, SharedTensor):
+            function, arguments = value.rebuild
+            remote = function(*arguments)
+            opened.append(remote)
+            fits = (
+                isinstance(mine, torch.Tensor)
+                and tuple(mine.shape) == value.shape
+                and mine.dtype == value.dtype
+            )
+            target = mine.detach() if fits else torch.empty_like(remote, device="cuda")
+            target.copy_(remote, non_blocking=True)
+            copied += value.nbytes
+            return target
+        if isinstance(value, dict):
+            own = mine if isinstance(mine, dict) else {}
+            return type(value)((k, walk(v, own.get(k))) for k, v in value.items())
+        if isinstance(value, list | tuple):
+            own = mine if isinstance(mine, list | tuple) and len(mine) == len(value) else None
+            return type(value)(walk(v, own[i] if own else None) for i, v in enumerate(value))
+        return value
+
+    state = walk(received, template)
+    torch.cuda.synchronize()
+    opened.clear()  # closes the IPC mappings: the sender may free or change its tensors now
+    return state, copied
+
+
+def acknowledge(group: dist.ProcessGroup, ok: bool) -> None:
+    """Receiver: tell the sender its tensors are no longer read (ok) or the copy failed."""
+    group.send([torch.tensor([1 if ok else 0])], 0, 0).wait()
+
+
+def await_acknowledgement(group: dist.ProcessGroup) -> bool:
+    """Sender: wait until the receiver has copied (True) or failed (False)."""
+    reply = torch.zeros(1, dtype=torch.int64)
+    group.recv([reply], 1, 0).wait()
+    return bool(reply.item())

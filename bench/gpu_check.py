@@ -1,0 +1,371 @@
+"""The agent on a real GPU (issue 17): one command on one GPU host, at most 8 minutes.
+
+    PYTHONPATH=. bash bench/gpu_check.sh        # or: PYTHONPATH=. python3 -m bench.gpu_check
+
+Needs only torch (with CUDA), numpy and nvidia-ml-py; runs from the checkout, nothing installed.
+Three parts, each bounded in time, each PASS or FAIL:
+
+1. nvml: the NVML health source reads the real device: temperature, volatile ECC counters,
+   clock (throttle) reasons; whether XID events are readable is reported.
+2. training: agent/examples/gpt.py, 2 ranks + 3 spares, every process on cuda:0 (model,
+   optimizer state, gradients on the GPU; the training group is gloo over CUDA tensors, as NCCL
+   refuses two ranks on one device), deterministic kernels. Rank 1 is SIGKILLed, rank 0 gets an
+   injected thermal reading on top of its live NVML source, rank 1 is drained; every incident
+   must be recovered live (steps_lost 0) and the final model and optimizer state of every rank
+   must equal, bit for bit, a failure-free run of the same job.
+3. stream: bench/gpu_stream.py for 1, 4 and 16 GiB of GPU state: device to device, host
+   staged and a raw CUDA IPC copy; device to device must reach 80 % of raw CUDA IPC.
+
+Writes bench/results/gpu.json. Exit status: 0 PASS, 1 FAIL, 77 SKIP (no CUDA device: prints
+"SKIP: no CUDA device ..."; 77 is the usual "skipped" code of test drivers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from agent.launcher import kill_listed_processes
+from agent.protocol import control_request
+from agent.reporter import read_jsonl
+
+REPO = Path(__file__).resolve().parents[1]
+SKIP = 77
+BUDGET_S = 450  # bench/gpu_check.sh kills the whole check at 480 s
+STREAM_SIZES_GB = [1, 4, 16]
+D2D_OVER_RAW_TARGET = 0.8
+GPT_ARGS = ["--steps", "150", "--dim", "256", "--heads", "4", "--layers", "4", "--seq", "128",
+            "--batch", "16", "--vocab", "512", "--seed", "3", "--step-sleep", "0.05",
+            "--deterministic"]  # fmt: skip
+THERMAL = "gpu_thermal"
+
+
+class CheckFailed(AssertionError):
+    pass
+
+
+def environment() -> dict:
+    found = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "device": torch.cuda.get_device_name(0),
+        "devices": torch.cuda.device_count(),
+    }
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        found["driver"] = _text(pynvml.nvmlSystemGetDriverVersion())
+    except Exception as error:  # reported by the nvml part
+        found["driver"] = f"unknown ({error})"
+    return found
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+# -- part 1: NVML -------------------------------------------------------------------------------
+
+
+def check_nvml() -> dict:
+    try:
+        from agent.telemetry import NvmlSource
+
+        source = NvmlSource.for_cuda_device(0)
+    except ImportError as error:
+        raise CheckFailed(f"nvidia-ml-py is not importable: {error}") from error
+    readings = source.sample()
+    required = ["temperature_c", "ecc_correctable", "ecc_uncorrectable", "clock_reasons"]
+    missing = [key for key in required if key not in readings]
+    figures = {"readings": readings, "xid_readable": source.xid_readable, "missing": missing}
+    if missing:
+        raise CheckFailed(f"NVML did not read {missing} (read: {readings})", figures)
+    return figures
+
+
+# -- part 2: training under the agent -----------------------------------------------------------
+
+
+class Job:
+    """One run of the example GPT under the agent's launcher (`launch` below), in its own
+    session, on the GPU."""
+
+    def __init__(self, directory: Path, spares: int):
+        directory.mkdir(parents=True)
+        self.status_path = directory / "status.json"
+        self.events_path = directory / "events.jsonl"
+        self.marks = directory / "marks.csv"
+        self.out = directory / "out"
+        settings = {"world_size": 2, "job": directory.name, "cluster": "gpu-check",
+                    "status_file": str(self.status_path), "heartbeat_timeout_s": 5.0,
+                    "join_timeout_s": 120.0}  # fmt: skip
+        command = [
+            sys.executable, "-m", "bench.gpu_check", "launch", json.dumps(settings),
+            str(self.events_path), str(2 + spares), "--", sys.executable,
+            str(REPO / "agent/examples/gpt.py"), *GPT_ARGS, "--out", str(self.out),
+            "--marks", str(self.marks),
+        ]  # fmt: skip
+        env = dict(os.environ, PYTHONPATH=str(REPO), YOCO_CONNECT_TIMEOUT_S="60")
+        env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        self.log_path = directory / "launcher.log"
+        self.log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            command, cwd=REPO, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+
+    def status(self) -> dict:
+        try:
+            return json.loads(self.status_path.read_text())
+        except (OSError, json.JSONDecodeError):
+            return {}
+
+    def events(self, kind: str) -> list[dict]:
+        if not self.events_path.exists():
+            return []
+        return [e for e in read_jsonl(self.events_path) if e["type"] == "io.yoco." + kind]
+
+    def wait_for(self, predicate, deadline: float, what: str):
+        while time.monotonic() < deadline:
+            value = predicate()
+            if value:
+                return value
+            if self.process.poll() is not None:
+                raise CheckFailed(f"the job ended while waiting for {what}:\n{self.tail()}")
+            time.sleep(0.05)
+        raise CheckFailed(f"timed out waiting for {what}:\n{self.tail()}")
+
+    def wait_step(self, step: int, deadline: float) -> None:
+        def reached():
+            status = self.status()
+            members = status.get("members", [])
+            spares_ready = all(m.get("ready") for m in members if m["role"] == "spare")
+            return status.get("step", 0) >= step and spares_ready
+
+        self.wait_for(reached, deadline, f"step {step} with spares ready")
+
+    def worker_pid(self, rank: int) -> int:
+        for member in self.status()["members"]:
+            if member["role"] == "worker" and member["rank"] == rank:
+                return member["pid"]
+        raise CheckFailed(f"no worker with rank {rank}")
+
+    def request(self, message: dict) -> dict:
+        reply = control_request(self.status()["address"], message)
+        if not reply.get("ok"):
+            raise CheckFailed(f"the coordinator refused {message}: {reply}")
+        return reply
+
+    def wait_done(self, deadline: float) -> None:
+        try:
+            code = self.process.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired as error:
+            raise CheckFailed(f"the job did not end in time:\n{self.tail()}") from error
+        if code != 0:
+            raise CheckFailed(f"the job failed (exit {code}):\n{self.tail()}")
+
+    def final_states(self) -> list[dict]:
+        return [torch.load(p, weights_only=False) for p in sorted(self.out.glob("rank*.pt"))]
+
+    def tail(self) -> str:
+        self.log.flush()
+        return self.log_path.read_text()[-3000:]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        kill_listed_processes(self.status_path)
+        self.log.close()
+
+
+def check_training(work: Path, deadline: float) -> dict:
+    baseline_job = Job(work / "baseline", spares=0)
+    try:
+        baseline_job.wait_done(deadline)
+        baseline = baseline_job.final_states()
+    finally:
+        baseline_job.stop()
+    job = Job(work / "failures", spares=3)
+    try:
+        figures = _inject_failures(job, deadline)
+        job.wait_done(deadline)
+        states = job.final_states()
+    finally:
+        job.stop()
+    figures["state_on_gpu"] = _on_gpu(states)
+    differences = _differences(states, baseline)
+    figures["bit_identical"] = not differences
+    if differences:
+        raise CheckFailed(f"not bit-identical to the failure-free run: {differences}", figures)
+    if not figures["state_on_gpu"]:
+        raise CheckFailed("the trained state was not on the GPU", figures)
+    if "no NVML telemetry" in job.log_path.read_text():
+        raise CheckFailed("a worker ran without its NVML health source", figures)
+    return figures
+
+
+def _inject_failures(job: Job, deadline: float) -> dict:
+    """SIGKILL rank 1, then a thermal reading on rank 0, then a drain of rank 1, each once the
+    job has recovered from the one before and trained on."""
+    job.wait_step(20, deadline)
+    killed_at = time.time()
+    os.kill(job.worker_pid(1), signal.SIGKILL)
+    job.wait_for(lambda: len(job.events("job.resumed")) >= 1, deadline, "recovery from the kill")
+    resumed = job.events("job.resumed")[0]["data"]["step"]
+    job.wait_step(resumed + 15, deadline)
+    job.request({"type": "inject", "kind": "thermal", "rank": 0})
+    job.wait_for(lambda: len(job.events("job.resumed")) >= 2, deadline, "the thermal migration")
+    resumed = job.events("job.resumed")[1]["data"]["step"]
+    job.wait_step(resumed + 15, deadline)
+    job.request({"type": "drain", "rank": 1})
+    job.wait_for(lambda: len(job.events("job.resumed")) >= 3, deadline, "the drain")
+    detected = [e["data"] for e in job.events("failure.detected")]
+    completed = [e["data"] for e in job.events("migration.completed")]
+    downtimes = [e["data"]["downtime_ms"] for e in job.events("job.resumed")]
+    kinds = [(d["trigger"], d["category"]) for d in detected]
+    expected = [("unplanned", "node_crash"), ("preemptive", THERMAL), ("planned", "maintenance")]
+    if kinds != expected:
+        raise CheckFailed(f"incidents were {kinds}, expected {expected}")
+    if len(completed) != 3 or any(c["steps_lost"] for c in completed):
+        raise CheckFailed(f"not every incident was migrated live: {completed}")
+    after = sorted(float(t) for _, t in _marks(job.marks) if float(t) > killed_at)
+    return {
+        "incidents": [f"{t} ({c})" for t, c in kinds],
+        "kill_to_next_step_s": round(after[0] - killed_at, 3) if after else None,
+        "downtime_ms": downtimes,
+        "migrated_bytes": [c["bytes"] for c in completed],
+        "migration_ms": [c["duration_ms"] for c in completed],
+    }
+
+
+def _marks(path: Path) -> list[tuple[str, str]]:
+    return [tuple(line.split(",")) for line in path.read_text().split() if "," in line]
+
+
+def _on_gpu(states: list[dict]) -> bool:
+    tensors = [t for s in states for t in s["model"].values()]
+    tensors += [t for s in states for slots in s["optimizer"]["state"].values()
+                for key, t in slots.items() if key != "step"]  # fmt: skip
+    return bool(tensors) and all(t.is_cuda for t in tensors)
+
+
+def _differences(states: list[dict], baseline: list[dict]) -> list[str]:
+    if len(states) != len(baseline):
+        return [f"{len(states)} ranks wrote a state, expected {len(baseline)}"]
+    found = []
+    for rank, (state, expected) in enumerate(zip(states, baseline, strict=True)):
+        for name, tensor in expected["model"].items():
+            if not torch.equal(state["model"][name], tensor):
+                found.append(f"rank {rank} model {name}")
+        got, want = state["optimizer"], expected["optimizer"]
+        if got["param_groups"] != want["param_groups"]:
+            found.append(f"rank {rank} optimizer param_groups")
+        for index, slots in want["state"].items():
+            for key, value in slots.items():
+                if not torch.equal(got["state"][index][key], value):
+                    found.append(f"rank {rank} optimizer state {index}.{key}")
+    return found[:10]
+
+
+def launch(settings: str, events: str, processes: int, command: list[str]) -> int:
+    """The launcher role of `yoco-agent run`, without its command line (typer is not needed
+    on the GPU host)."""
+    from agent.coordinator import Settings
+    from agent.launcher import run_local_job
+    from agent.reporter import JsonlSink
+
+    outcome = run_local_job(
+        Settings(**json.loads(settings)), JsonlSink(events), command, processes, respawn=False
+    )
+    return 0 if outcome == "completed" else 1
+
+
+# -- part 3: the state stream -------------------------------------------------------------------
+
+
+def check_stream(budget_s: float) -> dict:
+    from bench.gpu_stream import measure
+
+    figures = measure(STREAM_SIZES_GB, budget_s)
+    problems = []
+    for size in STREAM_SIZES_GB:
+        entry = figures.get(f"{size:g}", {})
+        ratio = entry.get("device_to_device_over_raw_ipc")
+        if ratio is None:
+            problems.append(f"{size} GiB: device_to_device or raw_ipc not measured (time bound)")
+        elif ratio < D2D_OVER_RAW_TARGET:
+            problems.append(f"{size} GiB: device_to_device at {ratio:.0%} of raw CUDA IPC")
+    if problems:
+        raise CheckFailed("; ".join(problems), figures)
+    return figures
+
+
+# -- the check ----------------------------------------------------------------------------------
+
+
+def run_check() -> int:
+    if not torch.cuda.is_available():
+        print(
+            f"SKIP: no CUDA device (torch {torch.__version__}, CUDA build "
+            f"{torch.version.cuda or 'none'}); nothing checked, bench/results/gpu.json unchanged"
+        )
+        return SKIP
+    # bench/gpu_check.sh's bound sends SIGTERM first: unwind, so every job is stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(124))
+    started = time.monotonic()
+    deadline = started + BUDGET_S
+    results: dict = {"environment": environment(), "parts": {}}
+    print(f"gpu check on {json.dumps(results['environment'])}", flush=True)
+    work = Path(tempfile.mkdtemp(prefix="yoco-gpu-check-"))
+    parts = [
+        ("nvml", check_nvml),
+        ("training", lambda: check_training(work, min(deadline - 120, time.monotonic() + 240))),
+        ("stream", lambda: check_stream(max(30.0, min(200.0, deadline - time.monotonic() - 20)))),
+    ]
+    for name, part in parts:
+        part_started = time.monotonic()
+        try:
+            figures, verdict = part(), "PASS"
+        except CheckFailed as failure:
+            figures = failure.args[1] if len(failure.args) > 1 else {}
+            verdict = f"FAIL: {failure.args[0]}"
+        except Exception as error:  # a broken part must not hide the others' results
+            figures, verdict = {}, f"FAIL: {type(error).__name__}: {error}"
+        seconds = round(time.monotonic() - part_started, 1)
+        results["parts"][name] = {"verdict": verdict, "seconds": seconds, **figures}
+        print(f"{verdict.split(':')[0]} {name} ({seconds} s): {verdict}", flush=True)
+        print(json.dumps(figures, default=str)[:2000], flush=True)
+    results["seconds"] = round(time.monotonic() - started, 1)
+    from bench.common import write_result
+
+    path = write_result("gpu", json.loads(json.dumps(results, default=str)))
+    failed = [n for n, p in results["parts"].items() if p["verdict"] != "PASS"]
+    summary = "PASS" if not failed else f"FAIL ({', '.join(failed)})"
+    print(f"GPU CHECK: {summary} in {results['seconds']} s; results in {path}", flush=True)
+    return 0 if not failed else 1
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["launch"]:
+        settings, events, processes, separator, *command = sys.argv[2:]
+        assert separator == "--", "launch SETTINGS EVENTS PROCESSES -- COMMAND"
+        sys.exit(launch(settings, events, int(processes), command))
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
+    sys.exit(run_check())
+
+
+if __name__ == "__main__":
+    main()
