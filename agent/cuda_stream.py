@@ -20,6 +20,8 @@ YOCO_STATE_PATH=host turns this path off (an operator's escape hatch, and the be
 
 from __future__ import annotations
 
+import collections
+import copy
 import os
 import pickle
 from dataclasses import dataclass
@@ -83,30 +85,29 @@ def _exchange(group: dist.ProcessGroup, rank: int, endpoint: Endpoint | None) ->
 
 
 def share(state):
-    """The state with every CUDA tensor replaced by a SharedTensor; (state, bytes shared)."""
+    """The state with every CUDA tensor replaced by a SharedTensor; (state, bytes shared). The
+    state itself is not changed (its dicts may be the optimizer's own)."""
     from torch.multiprocessing.reductions import reduce_tensor
 
     shared = 0
 
-    def walk(value):
+    def leaf(value, _):
         nonlocal shared
-        if isinstance(value, torch.Tensor) and value.is_cuda:
-            try:
-                handle = reduce_tensor(value.detach())
-            except RuntimeError:  # not shareable: this tensor takes the host-staged path
-                return value
-            shared += value.numel() * value.element_size()
-            return SharedTensor(handle, tuple(value.shape), value.dtype)
-        if isinstance(value, dict):
-            return type(value)((k, walk(v)) for k, v in value.items())
-        if isinstance(value, list | tuple):
-            return type(value)(walk(v) for v in value)
-        return value
+        if type(value) not in (torch.Tensor, torch.nn.Parameter) or not value.is_cuda:
+            return value
+        if value.layout != torch.strided:
+            return value
+        try:
+            handle = reduce_tensor(value.detach())
+        except RuntimeError:  # not shareable: this tensor takes the host-staged path
+            return value
+        shared += value.numel() * value.element_size()
+        return SharedTensor(handle, tuple(value.shape), value.dtype)
 
     # Work queued on the current stream (the last optimizer step) must land before the receiver
     # reads; the IPC event torch records covers it too, this makes it independent of streams.
     torch.cuda.current_stream().synchronize()
-    return walk(state), shared
+    return _replace(state, leaf, None), shared
 
 
 def fetch(received, template):
@@ -116,33 +117,44 @@ def fetch(received, template):
     opened: list[torch.Tensor] = []  # the sender's memory, mapped here until the copies are done
     copied = 0
 
-    def walk(value, mine):
+    def leaf(value, mine):
         nonlocal copied
-        if isinstance(value, SharedTensor):
-            function, arguments = value.rebuild
-            remote = function(*arguments)
-            opened.append(remote)
-            fits = (
-                isinstance(mine, torch.Tensor)
-                and tuple(mine.shape) == value.shape
-                and mine.dtype == value.dtype
-            )
-            target = mine.detach() if fits else torch.empty_like(remote, device="cuda")
-            target.copy_(remote, non_blocking=True)
-            copied += value.nbytes
-            return target
-        if isinstance(value, dict):
-            own = mine if isinstance(mine, dict) else {}
-            return type(value)((k, walk(v, own.get(k))) for k, v in value.items())
-        if isinstance(value, list | tuple):
-            own = mine if isinstance(mine, list | tuple) and len(mine) == len(value) else None
-            return type(value)(walk(v, own[i] if own else None) for i, v in enumerate(value))
-        return value
+        if not isinstance(value, SharedTensor):
+            return value
+        function, arguments = value.rebuild
+        remote = function(*arguments)
+        opened.append(remote)
+        fits = (
+            isinstance(mine, torch.Tensor)
+            and tuple(mine.shape) == value.shape
+            and mine.dtype == value.dtype
+        )
+        target = mine.detach() if fits else torch.empty_like(remote, device="cuda")
+        target.copy_(remote, non_blocking=True)
+        copied += value.nbytes
+        return target
 
-    state = walk(received, template)
+    state = _replace(received, leaf, template)
     torch.cuda.synchronize()
     opened.clear()  # closes the IPC mappings: the sender may free or change its tensors now
     return state, copied
+
+
+def _replace(value, leaf, mine):
+    """`value` with `leaf(x, counterpart of x in mine)` in place of every leaf x, through
+    dicts, lists and tuples (copied: the originals stay as they are; copy.copy keeps an
+    OrderedDict's `_metadata`, which load_state_dict reads). Other containers are leaves."""
+    if type(value) in (dict, collections.OrderedDict):
+        own = mine if isinstance(mine, dict) else {}
+        out = copy.copy(value)
+        for key, item in value.items():
+            out[key] = _replace(item, leaf, own.get(key))
+        return out
+    if type(value) in (list, tuple):
+        own = mine if isinstance(mine, list | tuple) and len(mine) == len(value) else None
+        items = [_replace(v, leaf, own[i] if own else None) for i, v in enumerate(value)]
+        return type(value)(items)
+    return leaf(value, mine)
 
 
 def acknowledge(group: dist.ProcessGroup, ok: bool) -> None:

@@ -34,7 +34,8 @@ import torch.distributed as dist
 from agent import checkpoint
 from agent.protocol import Channel, ChannelClosed, split_address
 from agent.reducer import FlatReducer
-from agent.state import Registry, decode_per_rank, encode_per_rank, flatten
+from agent.skeleton import flatten
+from agent.state import Registry, decode_per_rank, encode_per_rank
 from agent.telemetry import HealthMonitor
 from agent.transport import pair_group, recv_state, send_state
 
