@@ -11,7 +11,13 @@ import time
 from pathlib import Path
 from typing import Annotated
 
-import typer
+try:
+    import typer
+except ImportError:  # a host with torch only: say what runs there instead
+    sys.exit(
+        "yoco-agent's command line needs typer and rich (pip install -e '.[agent]'). Without "
+        "them a local job runs with: python -m agent.launcher --workers N --spares S -- COMMAND"
+    )
 
 app = typer.Typer(
     help=(

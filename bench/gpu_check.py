@@ -99,8 +99,8 @@ def check_nvml() -> dict:
 
 
 class Job:
-    """One run of the example GPT under the agent's launcher (`launch` below), in its own
-    session, on the GPU."""
+    """One run of the example GPT under the agent's launcher (`python -m agent.launcher`: the
+    GPU host has no typer for `yoco-agent run`), in its own session, on the GPU."""
 
     def __init__(self, directory: Path, spares: int):
         directory.mkdir(parents=True)
@@ -108,14 +108,12 @@ class Job:
         self.events_path = directory / "events.jsonl"
         self.marks = directory / "marks.csv"
         self.out = directory / "out"
-        settings = {"world_size": 2, "job": directory.name, "cluster": "gpu-check",
-                    "status_file": str(self.status_path), "heartbeat_timeout_s": 5.0,
-                    "join_timeout_s": 120.0}  # fmt: skip
         command = [
-            sys.executable, "-m", "bench.gpu_check", "launch", json.dumps(settings),
-            str(self.events_path), str(2 + spares), "--", sys.executable,
-            str(REPO / "agent/examples/gpt.py"), *GPT_ARGS, "--out", str(self.out),
-            "--marks", str(self.marks),
+            sys.executable, "-m", "agent.launcher", "--workers", "2", "--spares", str(spares),
+            "--events", str(self.events_path), "--status-file", str(self.status_path),
+            "--cluster", "gpu-check", "--job", directory.name, "--heartbeat-timeout", "5",
+            "--join-timeout", "120", "--", sys.executable, str(REPO / "agent/examples/gpt.py"),
+            *GPT_ARGS, "--out", str(self.out), "--marks", str(self.marks),
         ]  # fmt: skip
         env = dict(os.environ, PYTHONPATH=str(REPO), YOCO_CONNECT_TIMEOUT_S="60")
         env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
@@ -280,19 +278,6 @@ def _differences(states: list[dict], baseline: list[dict]) -> list[str]:
     return found[:10]
 
 
-def launch(settings: str, events: str, processes: int, command: list[str]) -> int:
-    """The launcher role of `yoco-agent run`, without its command line (typer is not needed
-    on the GPU host)."""
-    from agent.coordinator import Settings
-    from agent.launcher import run_local_job
-    from agent.reporter import JsonlSink
-
-    outcome = run_local_job(
-        Settings(**json.loads(settings)), JsonlSink(events), command, processes, respawn=False
-    )
-    return 0 if outcome == "completed" else 1
-
-
 # -- part 3: the state stream -------------------------------------------------------------------
 
 
@@ -359,10 +344,6 @@ def run_check() -> int:
 
 
 def main() -> None:
-    if sys.argv[1:2] == ["launch"]:
-        settings, events, processes, separator, *command = sys.argv[2:]
-        assert separator == "--", "launch SETTINGS EVENTS PROCESSES -- COMMAND"
-        sys.exit(launch(settings, events, int(processes), command))
     argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     sys.exit(run_check())
 

@@ -168,7 +168,9 @@ def _gpu_peer(rank: int, port: int, path: str, results) -> None:
     state = _state("cuda")
     if rank == 0:
         send_state(group, state)
-        results.put(("sender", decided, None))
+        # The optimizer's own per-parameter dicts are in the state: sharing must not touch them.
+        untouched = type(state["optimizers"][0]["state"][0]["exp_avg"]) is torch.Tensor
+        results.put(("sender", decided, untouched))
         return
     template = _state("cuda")
     for tensor in template["models"][0].values():
@@ -181,7 +183,9 @@ def _gpu_peer(rank: int, port: int, path: str, results) -> None:
     equal = all(
         torch.equal(received["models"][0][k].cpu(), v.cpu()) for k, v in state["models"][0].items()
     )
-    results.put(("receiver", decided, (in_place, equal, received["models"][0]["weight"].device)))
+    metadata = hasattr(received["models"][0], "_metadata")  # module versions, for loading
+    detail = (in_place, equal, received["models"][0]["weight"].device, metadata)
+    results.put(("receiver", decided, detail))
 
 
 def _run_gpu_pair(path: str) -> dict:
@@ -203,16 +207,17 @@ def _run_gpu_pair(path: str) -> dict:
 def test_two_processes_on_one_gpu_stream_device_to_device_in_place():
     got = _run_gpu_pair("auto")
     assert got["sender"][0] and got["receiver"][0]
-    in_place, equal, device = got["receiver"][1]
-    assert in_place and equal and device.type == "cuda"
+    assert got["sender"][1], "the sender's optimizer state was replaced"
+    in_place, equal, device, metadata = got["receiver"][1]
+    assert in_place and equal and device.type == "cuda" and metadata
 
 
 @needs_cuda
 def test_the_host_staged_path_still_carries_gpu_state():
     got = _run_gpu_pair("host")
     assert not got["sender"][0] and not got["receiver"][0]
-    _, equal, _ = got["receiver"][1]
-    assert equal
+    _, equal, _, metadata = got["receiver"][1]
+    assert equal and metadata
 
 
 @needs_cuda
