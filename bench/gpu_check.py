@@ -27,7 +27,6 @@ import json
 import os
 import platform
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,11 +34,9 @@ from pathlib import Path
 
 import torch
 
-from agent.launcher import kill_listed_processes
 from agent.protocol import control_request
-from agent.reporter import read_jsonl
+from bench.job import REPO, LaunchedJob, state_differences
 
-REPO = Path(__file__).resolve().parents[1]
 SKIP = 77
 BUDGET_S = 450  # bench/gpu_check.sh kills the whole check at 480 s
 STREAM_SIZES_GB = [1, 4, 16]
@@ -98,116 +95,60 @@ def check_nvml() -> dict:
 # -- part 2: training under the agent -----------------------------------------------------------
 
 
-class Job:
-    """One run of the example GPT under the agent's launcher (`python -m agent.launcher`: the
-    GPU host has no typer for `yoco-agent run`), in its own session, on the GPU."""
+def left(deadline: float) -> float:
+    """Seconds to `deadline` (at least one, for a last look)."""
+    return max(1.0, deadline - time.monotonic())
+
+
+class Job(LaunchedJob):
+    """The example GPT on the GPU under `python -m agent.launcher` (the GPU host has no typer
+    for `yoco-agent run`)."""
 
     def __init__(self, directory: Path, spares: int):
         directory.mkdir(parents=True)
-        self.status_path = directory / "status.json"
-        self.events_path = directory / "events.jsonl"
         self.marks = directory / "marks.csv"
-        self.out = directory / "out"
         command = [
             sys.executable, "-m", "agent.launcher", "--workers", "2", "--spares", str(spares),
-            "--events", str(self.events_path), "--status-file", str(self.status_path),
-            "--cluster", "gpu-check", "--job", directory.name, "--heartbeat-timeout", "5",
-            "--join-timeout", "120", "--", sys.executable, str(REPO / "agent/examples/gpt.py"),
-            *GPT_ARGS, "--out", str(self.out), "--marks", str(self.marks),
+            "--events", str(directory / "events.jsonl"), "--status-file",
+            str(directory / "status.json"), "--cluster", "gpu-check", "--job", directory.name,
+            "--heartbeat-timeout", "5", "--join-timeout", "120", "--", sys.executable,
+            str(REPO / "agent/examples/gpt.py"), *GPT_ARGS, "--out", str(directory / "out"),
+            "--marks", str(self.marks),
         ]  # fmt: skip
-        env = dict(os.environ, PYTHONPATH=str(REPO), YOCO_CONNECT_TIMEOUT_S="60")
-        env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        self.log_path = directory / "launcher.log"
-        self.log = open(self.log_path, "w")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(
-            command, cwd=REPO, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
-
-    def status(self) -> dict:
-        try:
-            return json.loads(self.status_path.read_text())
-        except (OSError, json.JSONDecodeError):
-            return {}
-
-    def events(self, kind: str) -> list[dict]:
-        if not self.events_path.exists():
-            return []
-        return [e for e in read_jsonl(self.events_path) if e["type"] == "io.yoco." + kind]
-
-    def wait_for(self, predicate, deadline: float, what: str):
-        while time.monotonic() < deadline:
-            value = predicate()
-            if value:
-                return value
-            if self.process.poll() is not None:
-                raise CheckFailed(f"the job ended while waiting for {what}:\n{self.tail()}")
-            time.sleep(0.05)
-        raise CheckFailed(f"timed out waiting for {what}:\n{self.tail()}")
-
-    def wait_step(self, step: int, deadline: float) -> None:
-        def reached():
-            status = self.status()
-            members = status.get("members", [])
-            spares_ready = all(m.get("ready") for m in members if m["role"] == "spare")
-            return status.get("step", 0) >= step and spares_ready
-
-        self.wait_for(reached, deadline, f"step {step} with spares ready")
-
-    def worker_pid(self, rank: int) -> int:
-        for member in self.status()["members"]:
-            if member["role"] == "worker" and member["rank"] == rank:
-                return member["pid"]
-        raise CheckFailed(f"no worker with rank {rank}")
+        env = {"YOCO_CONNECT_TIMEOUT_S": "60"}
+        env["CUBLAS_WORKSPACE_CONFIG"] = os.environ.get("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        super().__init__(directory, command, env)
 
     def request(self, message: dict) -> dict:
-        reply = control_request(self.status()["address"], message)
+        reply = control_request(self.address(), message)
         if not reply.get("ok"):
             raise CheckFailed(f"the coordinator refused {message}: {reply}")
         return reply
 
-    def wait_done(self, deadline: float) -> None:
-        try:
-            code = self.process.wait(timeout=max(1.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired as error:
-            raise CheckFailed(f"the job did not end in time:\n{self.tail()}") from error
+    def finish(self, deadline: float) -> list[dict]:
+        code = self.wait_done(left(deadline))
         if code != 0:
-            raise CheckFailed(f"the job failed (exit {code}):\n{self.tail()}")
-
-    def final_states(self) -> list[dict]:
-        return [torch.load(p, weights_only=False) for p in sorted(self.out.glob("rank*.pt"))]
-
-    def tail(self) -> str:
-        self.log.flush()
-        return self.log_path.read_text()[-3000:]
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-        kill_listed_processes(self.status_path)
-        self.log.close()
+            raise CheckFailed(f"the job failed (exit {code}):\n{self.output()}")
+        return self.final_states()
 
 
 def check_training(work: Path, deadline: float) -> dict:
     baseline_job = Job(work / "baseline", spares=0)
     try:
-        baseline_job.wait_done(deadline)
-        baseline = baseline_job.final_states()
+        baseline = baseline_job.finish(deadline)
     finally:
         baseline_job.stop()
     job = Job(work / "failures", spares=3)
     try:
         figures = _inject_failures(job, deadline)
-        job.wait_done(deadline)
-        states = job.final_states()
+        states = job.finish(deadline)
     finally:
         job.stop()
     figures["state_on_gpu"] = _on_gpu(states)
-    differences = _differences(states, baseline)
+    differences = state_differences(states, baseline)
     figures["bit_identical"] = not differences
     if differences:
-        raise CheckFailed(f"not bit-identical to the failure-free run: {differences}", figures)
+        raise CheckFailed(f"not bit-identical to the failure-free run: {differences[:10]}", figures)
     if not figures["state_on_gpu"]:
         raise CheckFailed("the trained state was not on the GPU", figures)
     if "no NVML telemetry" in job.log_path.read_text():
@@ -217,19 +158,22 @@ def check_training(work: Path, deadline: float) -> dict:
 
 def _inject_failures(job: Job, deadline: float) -> dict:
     """SIGKILL rank 1, then a thermal reading on rank 0, then a drain of rank 1, each once the
-    job has recovered from the one before and trained on."""
-    job.wait_step(20, deadline)
+    job has recovered from the one before and trained on 15 more steps."""
+
+    def recovered(count: int, what: str) -> int:
+        job.wait_for(lambda: len(job.events("job.resumed")) >= count, left(deadline), what)
+        resumed_at = job.events("job.resumed")[count - 1]["data"]["step"]
+        job.wait_step(resumed_at + 15, left(deadline))
+        return resumed_at
+
+    job.wait_step(20, left(deadline))
     killed_at = time.time()
     os.kill(job.worker_pid(1), signal.SIGKILL)
-    job.wait_for(lambda: len(job.events("job.resumed")) >= 1, deadline, "recovery from the kill")
-    resumed = job.events("job.resumed")[0]["data"]["step"]
-    job.wait_step(resumed + 15, deadline)
+    recovered(1, "recovery from the kill")
     job.request({"type": "inject", "kind": "thermal", "rank": 0})
-    job.wait_for(lambda: len(job.events("job.resumed")) >= 2, deadline, "the thermal migration")
-    resumed = job.events("job.resumed")[1]["data"]["step"]
-    job.wait_step(resumed + 15, deadline)
+    recovered(2, "the thermal migration")
     job.request({"type": "drain", "rank": 1})
-    job.wait_for(lambda: len(job.events("job.resumed")) >= 3, deadline, "the drain")
+    job.wait_for(lambda: len(job.events("job.resumed")) >= 3, left(deadline), "the drain")
     detected = [e["data"] for e in job.events("failure.detected")]
     completed = [e["data"] for e in job.events("migration.completed")]
     downtimes = [e["data"]["downtime_ms"] for e in job.events("job.resumed")]
@@ -258,24 +202,6 @@ def _on_gpu(states: list[dict]) -> bool:
     tensors += [t for s in states for slots in s["optimizer"]["state"].values()
                 for key, t in slots.items() if key != "step"]  # fmt: skip
     return bool(tensors) and all(t.is_cuda for t in tensors)
-
-
-def _differences(states: list[dict], baseline: list[dict]) -> list[str]:
-    if len(states) != len(baseline):
-        return [f"{len(states)} ranks wrote a state, expected {len(baseline)}"]
-    found = []
-    for rank, (state, expected) in enumerate(zip(states, baseline, strict=True)):
-        for name, tensor in expected["model"].items():
-            if not torch.equal(state["model"][name], tensor):
-                found.append(f"rank {rank} model {name}")
-        got, want = state["optimizer"], expected["optimizer"]
-        if got["param_groups"] != want["param_groups"]:
-            found.append(f"rank {rank} optimizer param_groups")
-        for index, slots in want["state"].items():
-            for key, value in slots.items():
-                if not torch.equal(got["state"][index][key], value):
-                    found.append(f"rank {rank} optimizer state {index}.{key}")
-    return found[:10]
 
 
 # -- part 3: the state stream -------------------------------------------------------------------
@@ -324,7 +250,7 @@ def run_check() -> int:
         part_started = time.monotonic()
         try:
             figures, verdict = part(), "PASS"
-        except CheckFailed as failure:
+        except AssertionError as failure:  # CheckFailed, or a job that ended or stalled
             figures = failure.args[1] if len(failure.args) > 1 else {}
             verdict = f"FAIL: {failure.args[0]}"
         except Exception as error:  # a broken part must not hide the others' results
