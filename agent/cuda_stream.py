@@ -66,22 +66,26 @@ def negotiate(group: dist.ProcessGroup, rank: int) -> bool:
     return device_to_device(source, target)
 
 
+ENDPOINT_BYTES = 4096  # one fixed-size message each way: an Endpoint pickles to well under this
+
+
 def _exchange(group: dist.ProcessGroup, rank: int, endpoint: Endpoint | None) -> Endpoint | None:
-    blob = torch.frombuffer(bytearray(pickle.dumps(endpoint)), dtype=torch.uint8)
+    blob = pickle.dumps(endpoint)
+    if len(blob) > ENDPOINT_BYTES - 8:  # a host with very many GPUs: describe it as CPU
+        blob = pickle.dumps(None)
+    mine = torch.zeros(ENDPOINT_BYTES, dtype=torch.uint8)
+    mine[:8] = torch.tensor([len(blob)], dtype=torch.int64).view(torch.uint8)
+    mine[8 : 8 + len(blob)] = torch.frombuffer(bytearray(blob), dtype=torch.uint8)
+    theirs = torch.empty(ENDPOINT_BYTES, dtype=torch.uint8)
     peer = 1 - rank
-    length, their_length = torch.tensor([blob.numel()]), torch.zeros(1, dtype=torch.int64)
+    # Rank 0 speaks first: the two messages cannot cross, whatever the transport buffers.
     if rank == 0:
-        group.send([length], peer, 0).wait()
-        group.send([blob], peer, 0).wait()
-        group.recv([their_length], peer, 0).wait()
-    else:
-        group.recv([their_length], peer, 0).wait()
-    theirs = torch.empty(int(their_length.item()), dtype=torch.uint8)
+        group.send([mine], peer, 0).wait()
     group.recv([theirs], peer, 0).wait()
     if rank == 1:
-        group.send([length], peer, 0).wait()
-        group.send([blob], peer, 0).wait()
-    return pickle.loads(theirs.numpy().tobytes())
+        group.send([mine], peer, 0).wait()
+    length = int(theirs[:8].view(torch.int64).item())
+    return pickle.loads(theirs[8 : 8 + length].numpy().tobytes())
 
 
 def share(state):

@@ -5,19 +5,16 @@ cleanly without a GPU."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
 
-from agent.launcher import kill_listed_processes
 from agent.protocol import control_request
-from agent.reporter import read_jsonl
-from tests.agent.conftest import GPT_ARGS, REPO
+from bench.job import REPO, LaunchedJob
+from tests.agent.conftest import GPT_ARGS
 
 pytestmark = pytest.mark.agent
 
@@ -31,35 +28,21 @@ WITHOUT_EXTRAS = (
 
 
 def test_a_job_migrates_with_torch_alone(tmp_path):
-    events, status = tmp_path / "events.jsonl", tmp_path / "status.json"
     bare = [sys.executable, "-c", WITHOUT_EXTRAS]
     command = [
-        *bare, "-m:agent.launcher", "--workers", "2", "--spares", "1", "--events", str(events),
-        "--status-file", str(status), "--heartbeat-timeout", "3", "--join-timeout", "60", "--",
-        *bare, str(REPO / "agent/examples/gpt.py"), *GPT_ARGS, "--steps", "30",
-        "--step-sleep", "0.05",
+        *bare, "-m:agent.launcher", "--workers", "2", "--spares", "1",
+        "--events", str(tmp_path / "events.jsonl"), "--status-file", str(tmp_path / "status.json"),
+        "--heartbeat-timeout", "3", "--join-timeout", "60", "--",
+        *bare, str(REPO / "agent/examples/gpt.py"), *GPT_ARGS, "--step-sleep", "0.05",
     ]  # fmt: skip
-    env = dict(os.environ, PYTHONPATH=str(REPO), YOCO_CONNECT_TIMEOUT_S="20")
-    job = subprocess.Popen(command, cwd=tmp_path, env=env, start_new_session=True,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    job = LaunchedJob(tmp_path, command, env={"YOCO_CONNECT_TIMEOUT_S": "20"})
     try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and job.poll() is None:
-            snapshot = json.loads(status.read_text()) if status.exists() else {}
-            spares = [m for m in snapshot.get("members", []) if m["role"] == "spare"]
-            if snapshot.get("step", 0) >= 5 and spares and all(m["ready"] for m in spares):
-                break
-            time.sleep(0.1)
-        reply = control_request(snapshot["address"], {"type": "drain", "rank": 1})
-        assert reply["ok"], reply
-        output, _ = job.communicate(timeout=180)
+        job.wait_step(5)
+        assert control_request(job.address(), {"type": "drain", "rank": 1})["ok"]
+        assert job.wait_done() == 0, job.output()
     finally:
-        if job.poll() is None:
-            os.killpg(job.pid, 9)
-            job.wait()
-        kill_listed_processes(status)
-    assert job.returncode == 0, output
-    kinds = [e["type"].removeprefix("io.yoco.") for e in read_jsonl(events)]
+        job.stop()
+    kinds = [e["type"].removeprefix("io.yoco.") for e in job.events()]
     assert "migration.completed" in kinds and kinds[-1] == "job.finished", kinds
 
 
