@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import math
 import os
 import pickle
 from dataclasses import dataclass
@@ -44,14 +45,7 @@ class SharedTensor:
 
     @property
     def nbytes(self) -> int:
-        return _numel(self.shape) * torch.empty((), dtype=self.dtype).element_size()
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    n = 1
-    for size in shape:
-        n *= size
-    return n
+        return math.prod(self.shape) * self.dtype.itemsize
 
 
 def negotiate(group: dist.ProcessGroup, rank: int) -> bool:
@@ -103,7 +97,7 @@ def share(state):
             return value
         try:
             handle = reduce_tensor(value.detach())
-        except RuntimeError:  # not shareable: this tensor takes the host-staged path
+        except Exception:  # not shareable (allocator, driver): this one takes the host path
             return value
         shared += value.numel() * value.element_size()
         return SharedTensor(handle, tuple(value.shape), value.dtype)
