@@ -103,6 +103,8 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_BEAT_SCHEDULE = {
     "close-years": {"task": "yoco.guarantee.tasks.close_years_task", "schedule": 3600.0},
     "expire-pending": {"task": "yoco.events.tasks.expire_pending_task", "schedule": 60.0},
+    # Stored events a crash or a failed task left unprocessed: found within 30 s (SPEC 3).
+    "process-pending": {"task": "yoco.events.tasks.process_pending_task", "schedule": 30.0},
 }
 
 # Ingest: the largest request body and the most events one request may carry (413 past them).

@@ -150,8 +150,11 @@ class TestConstants:
     def test_enumerations(self):
         assert rules.TRIGGERS == ("unplanned", "preemptive", "planned")
         assert rules.SCOPES == ("node", "network_wide")
-        assert len(rules.CATEGORIES) == 16 == len(set(rules.CATEGORIES))
-        assert {"sdc", "software_user", "maintenance", "unknown"} <= set(rules.CATEGORIES)
+        assert len(rules.CATEGORIES) == 17 == len(set(rules.CATEGORIES))
+        assert {"sdc", "software_user", "maintenance", "fail_slow", "unknown"} <= set(
+            rules.CATEGORIES
+        )
+        assert rules.SPARE_KINDS == ("standby", "reclaimed")
         assert rules.FRAMEWORKS == ("torchtitan", "megatron-lm", "deepspeed", "pytorch")
 
     def test_contract_defaults(self):
@@ -392,6 +395,11 @@ class TestDetection:
 
 def test_resolution_deadline():
     assert resolution_deadline(T0, TERMS) == T0 + timedelta(minutes=15)
+    # A detection in the last minutes of the year 9999 has no later instant: the last one.
+    last = datetime(9999, 12, 31, 23, 50, tzinfo=UTC)
+    assert resolution_deadline(last, TERMS) == rules.LAST_INSTANT
+    edge = rules.LAST_INSTANT - timedelta(minutes=15)
+    assert resolution_deadline(edge, TERMS) == rules.LAST_INSTANT
     assert resolution_deadline(T0, Terms(deadline=timedelta(0))) == T0
     with pytest.raises(ValueError):
         resolution_deadline(datetime(2025, 1, 1), TERMS)

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from yoco.accounts.models import Cluster
@@ -18,10 +18,18 @@ from yoco.guarantee.models import Contract
 from yoco.guarantee.years import refresh_years, terms_of
 
 
-def fold(cluster: Cluster, subjects: Iterable[str], sources: Iterable[str]) -> None:
+def fold(
+    cluster: Cluster,
+    subjects: Iterable[str],
+    sources: Iterable[str],
+    events: QuerySet[Event] | None = None,
+) -> None:
+    """Recompute the jobs of `sources` and the incidents of `subjects` (and their years) from
+    `events`: by default every stored event that is not quarantined."""
     now = timezone.now()
+    events = Event.objects.foldable() if events is None else events
     with transaction.atomic():
-        changed_jobs = fold_jobs(cluster, sources)
+        changed_jobs = fold_jobs(cluster, sources, events)
         subjects = set(subjects)
         if changed_jobs:
             subjects |= set(
@@ -29,16 +37,16 @@ def fold(cluster: Cluster, subjects: Iterable[str], sources: Iterable[str]) -> N
                     "subject", flat=True
                 )
             )
-        touched = refresh_incidents(cluster, subjects, now)
+        touched = refresh_incidents(cluster, subjects, now, events)
         refresh_years(touched)
 
 
-def fold_jobs(cluster: Cluster, sources: Iterable[str]) -> set[str]:
+def fold_jobs(cluster: Cluster, sources: Iterable[str], events: QuerySet[Event]) -> set[str]:
     """Upsert the Job of each source from its job.* events; return sources whose terms changed."""
     changed = set()
     lifecycle = (rules.JOB_STARTED, rules.JOB_FINISHED)
     events_by_source: dict[str, list[Event]] = {}
-    for event in Event.objects.filter(
+    for event in events.filter(
         cluster=cluster, source__in=list(sources), type__in=lifecycle
     ).order_by("time", "event_id"):
         events_by_source.setdefault(event.source, []).append(event)
@@ -81,14 +89,16 @@ INCIDENT_FIELDS = [
 ]  # fmt: skip
 
 
-def refresh_incidents(cluster: Cluster, subjects: Iterable[str], now: datetime) -> set:
+def refresh_incidents(
+    cluster: Cluster, subjects: Iterable[str], now: datetime, events: QuerySet[Event]
+) -> set:
     """Recompute each incident; return the (contract id, year number) pairs it touched."""
     touched: set[tuple[int, int]] = set()
     subjects = list(subjects)
     if not subjects:
         return touched
     by_subject: dict[str, list[Event]] = {}
-    for event in Event.objects.filter(cluster=cluster, subject__in=subjects):
+    for event in events.filter(cluster=cluster, subject__in=subjects):
         by_subject.setdefault(event.subject, []).append(event)
     existing = {
         i.subject: i for i in Incident.objects.filter(cluster=cluster, subject__in=subjects)

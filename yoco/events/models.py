@@ -7,6 +7,18 @@ from yoco.accounts.models import Cluster
 from yoco.guarantee import rules
 from yoco.guarantee.models import Contract
 
+PENDING = models.Q(processed_at__isnull=True, quarantined_at__isnull=True)
+
+
+class EventQuerySet(models.QuerySet):
+    def pending(self):
+        """Stored, not yet processed, not quarantined."""
+        return self.filter(PENDING)
+
+    def foldable(self):
+        """What folds read: every event but the quarantined ones."""
+        return self.filter(quarantined_at__isnull=True)
+
 
 class Event(models.Model):
     """One CloudEvent as received. Ingest writes these rows with one multi-row INSERT, so the
@@ -24,6 +36,18 @@ class Event(models.Model):
     raw = models.JSONField(help_text="the event exactly as received")
     content_hash = models.CharField(max_length=64)
     received_at = models.DateTimeField()
+    # Processing (yoco/events/processing.py): stored events with neither mark are pending, and
+    # are found by the sweep however the request that stored them ended.
+    processed_at = models.DateTimeField(
+        null=True, blank=True, help_text="when it was folded into its job, incident and year"
+    )
+    quarantined_at = models.DateTimeField(
+        null=True, blank=True, help_text="set when it could not be processed; left out of folds"
+    )
+    # db_default: ingest inserts rows with its own INSERT statement, naming only its columns.
+    quarantine_reason = models.TextField(blank=True, default="", db_default="")
+
+    objects = EventQuerySet.as_manager()
 
     class Meta:
         constraints = [
@@ -32,6 +56,8 @@ class Event(models.Model):
         indexes = [
             models.Index(fields=["cluster", "subject"]),
             models.Index(fields=["source", "type"]),
+            # Only the pending rows: small, and what the sweep reads.
+            models.Index(fields=["id"], name="event_pending", condition=PENDING),
         ]
 
     def __str__(self) -> str:
@@ -52,9 +78,10 @@ class Job(models.Model):
     cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="jobs")
     source = models.CharField(max_length=300, unique=True)
     frameworks = models.JSONField(default=list, help_text="every framework its job.started named")
-    world_size = models.PositiveIntegerField(null=True)
-    gpus = models.PositiveIntegerField(null=True)
-    model = models.CharField(max_length=200, blank=True)
+    # Sized for what validation admits: integers up to 2^53 - 1, a model name of any length.
+    world_size = models.PositiveBigIntegerField(null=True)
+    gpus = models.PositiveBigIntegerField(null=True)
+    model = models.TextField(blank=True)
     mode = models.CharField(max_length=20, blank=True)
     started_at = models.DateTimeField(null=True)
     status = models.CharField(max_length=20, blank=True)
@@ -88,7 +115,7 @@ class Incident(models.Model):
         max_length=14, null=True, blank=True, choices=OUTCOMES, help_text="after any override"
     )
     downtime_ms = models.BigIntegerField(null=True, blank=True)
-    gpus = models.PositiveIntegerField(null=True, blank=True)
+    gpus = models.PositiveBigIntegerField(null=True, blank=True)
     override_outcome = models.CharField(max_length=14, null=True, blank=True, choices=OUTCOMES)
     override_reason = models.TextField(blank=True)
     override_by = models.ForeignKey(

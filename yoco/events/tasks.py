@@ -1,13 +1,20 @@
 from celery import shared_task
 
-from yoco.accounts.models import Cluster
-
 
 @shared_task(acks_late=True)
-def fold_events_task(cluster_id: int, subjects: list[str], sources: list[str]) -> None:
-    from yoco.events.fold import fold
+def process_events_task(pks: list[int]) -> None:
+    """After an ingest: its stored events, then some of any backlog."""
+    from yoco.events.processing import process_after_ingest
 
-    fold(Cluster.objects.get(pk=cluster_id), subjects, sources)
+    process_after_ingest(pks)
+
+
+@shared_task
+def process_pending_task() -> int:
+    """The periodic sweep (Celery beat): every event a crash or a failed task left pending."""
+    from yoco.events.processing import process_pending
+
+    return process_pending()
 
 
 @shared_task(acks_late=True)

@@ -62,6 +62,7 @@ FRAMEWORKS = ("torchtitan", "megatron-lm", "deepspeed", "pytorch")
 MODES = ("model_aware", "transparent")
 STATE_SOURCES = ("self", "replica", "mirror")
 JOB_STATUSES = ("completed", "failed", "cancelled")
+SPARE_KINDS = ("standby", "reclaimed")  # a waiting spare, or capacity taken from another job
 
 TRIGGER_UNPLANNED = "unplanned"
 TRIGGER_PREEMPTIVE = "preemptive"
@@ -88,6 +89,7 @@ CATEGORIES = (
     "software_user",
     "sdc",
     "maintenance",
+    "fail_slow",  # a straggler: a rank persistently slower than its peers
     "unknown",
 )
 
@@ -95,6 +97,7 @@ CATEGORIES = (
 DEFAULT_SUPPORTED_FRAMEWORKS = frozenset(FRAMEWORKS)
 DEFAULT_EXCLUDED_CATEGORIES = frozenset({"software_user", "sdc"})
 DEFAULT_DEADLINE = timedelta(minutes=15)
+LAST_INSTANT = datetime.max.replace(tzinfo=UTC)
 DEFAULT_TARGET = Decimal("90")
 DEFAULT_CREDIT_RATE = Decimal("25")
 
@@ -243,8 +246,11 @@ def detection(events: Iterable[EventFact]) -> Detection | None:
 
 
 def resolution_deadline(detected_at: datetime, terms: Terms) -> datetime:
-    """The last instant at which a resume still counts as live (inclusive)."""
+    """The last instant at which a resume still counts as live (inclusive); at most the last
+    representable instant (a detection in the year 9999 has no later one)."""
     _require_aware(detected_at, "detection time")
+    if detected_at > LAST_INSTANT - terms.deadline:
+        return LAST_INSTANT
     return detected_at + terms.deadline
 
 

@@ -2,6 +2,7 @@
 
 from collections.abc import Iterable
 
+from django.db import transaction
 from django.db.models import Count
 
 from yoco.guarantee import rules
@@ -38,25 +39,29 @@ def eligible(counts: dict[str, int]) -> int:
 
 
 def refresh_years(touched: Iterable[tuple[int, int]]) -> None:
-    """Store fresh counts on open years; a closed year whose result would change is flagged."""
-    for contract_id, number in touched:
-        if contract_id is None or number is None:
-            continue
-        year = ContractYear.objects.select_related("contract").get(
-            contract_id=contract_id, number=number
+    """Store fresh counts on open years; a closed year whose result would change is flagged.
+
+    Each year's row is locked before its incidents are counted, in one order, so two folds
+    (of two clusters of one contract) cannot both count before either commits and leave the
+    older count stored."""
+    pairs = {(c, n) for c, n in touched if c is not None and n is not None}
+    with transaction.atomic():
+        for contract_id, number in sorted(pairs):
+            _refresh_year(contract_id, number)
+
+
+def _refresh_year(contract_id: int, number: int) -> None:
+    year = ContractYear.objects.select_for_update().get(contract_id=contract_id, number=number)
+    counts = count_outcomes(contract_id, number)
+    if year.state == ContractYear.OPEN:
+        if counts != year.counts:
+            ContractYear.objects.filter(pk=year.pk, state=ContractYear.OPEN).update(counts=counts)
+    elif counts != year.counts and not year.needs_review:
+        ContractYear.objects.filter(pk=year.pk, state=ContractYear.CLOSED).update(
+            needs_review=True,
+            review_note="events received after closing would change its counts to "
+            + ", ".join(f"{k} {v}" for k, v in counts.items()),
         )
-        counts = count_outcomes(contract_id, number)
-        if year.state == ContractYear.OPEN:
-            if counts != year.counts:
-                ContractYear.objects.filter(pk=year.pk, state=ContractYear.OPEN).update(
-                    counts=counts
-                )
-        elif counts != year.counts and not year.needs_review:
-            ContractYear.objects.filter(pk=year.pk, state=ContractYear.CLOSED).update(
-                needs_review=True,
-                review_note="events received after closing would change its counts to "
-                + ", ".join(f"{k} {v}" for k, v in counts.items()),
-            )
 
 
 def year_result(year: ContractYear) -> dict:

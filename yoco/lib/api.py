@@ -14,6 +14,12 @@ class TooLarge(exceptions.APIException):
     default_code = "too_large"
 
 
+class LengthRequired(exceptions.APIException):
+    status_code = 411
+    default_detail = "the request must state its length (Content-Length)"
+    default_code = "length_required"
+
+
 class CustomerReadAccess(permissions.BasePermission):
     """A customer read token, or a logged-in portal user; sets `request.customer`."""
 

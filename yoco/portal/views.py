@@ -256,6 +256,7 @@ def incident_detail(request, pk):
             "timeline": timeline,
             "job": job,
             "explanation": explain(incident, events, job, now),
+            **_migration_facts(events),
             "downtime": (
                 duration(timedelta(milliseconds=incident.downtime_ms))
                 if incident.downtime_ms is not None
@@ -263,6 +264,17 @@ def incident_detail(request, pk):
             ),
         },
     )
+
+
+def _migration_facts(events) -> dict:
+    """What the incident's newest migration reported (SPEC 3): the kind of spare it moved the
+    state to, and whether the target's digest of that state equalled the source's."""
+    started = [e for e in events if e.type == rules.MIGRATION_STARTED]
+    completed = [e for e in events if e.type == rules.MIGRATION_COMPLETED]
+    return {
+        "spare": started[-1].data.get("spare") if started else None,
+        "verified": completed[-1].data.get("verified") if completed else None,
+    }
 
 
 def _show(value):

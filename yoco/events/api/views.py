@@ -1,5 +1,3 @@
-import json
-
 from django.conf import settings
 from django.db.models import F
 from drf_spectacular.types import OpenApiTypes
@@ -10,11 +8,17 @@ from rest_framework.generics import ListAPIView
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from yoco.events import json_body
 from yoco.events.api.serializers import IncidentSerializer
 from yoco.events.fold import expire_pending
 from yoco.events.ingest import ingest_events
 from yoco.events.models import Event, Incident
-from yoco.lib.api import CustomerReadAccess, OrderedPageNumberPagination, TooLarge
+from yoco.lib.api import (
+    CustomerReadAccess,
+    LengthRequired,
+    OrderedPageNumberPagination,
+    TooLarge,
+)
 from yoco.lib.auth import IngestKeyAuthentication
 
 BATCH_TYPE = "application/cloudevents-batch+json"
@@ -46,7 +50,8 @@ class EventIngestView(APIView):
             "(`application/cloudevents+json`). Every event gets a result by index: accepted, "
             "duplicate, conflict or rejected with its reason. 200 when all are accepted or "
             "duplicate, 207 otherwise. Limits: YOCO_INGEST_MAX_BYTES bytes and "
-            "YOCO_INGEST_MAX_EVENTS events per request (413 past them)."
+            "YOCO_INGEST_MAX_EVENTS events per request (413 past them); JSON nested at most 32 "
+            "levels (400 past it); a Content-Length is required (411 without one)."
         ),
     )
     def post(self, request):
@@ -59,17 +64,22 @@ class EventIngestView(APIView):
                 detail=f"Content-Type must be {BATCH_TYPE} or {SINGLE_TYPE}, "
                 f"got {content_type or 'none'!r}",
             )
-        length = request.META.get("CONTENT_LENGTH")
+        # A body sent without a length (e.g. Transfer-Encoding: chunked) would read as empty.
+        length = request.META.get("CONTENT_LENGTH") or ""
+        if not length:
+            raise LengthRequired("send the body with a Content-Length header")
+        if not length.isdigit():
+            raise ParseError(f"Content-Length {length!r} is not a number")
         limit = settings.YOCO_INGEST_MAX_BYTES
-        if length and length.isdigit() and int(length) > limit:
+        if int(length) > limit:
             raise TooLarge(f"the body is {length} bytes; the limit is {limit}")
         body = request._request.read(limit + 1)
         if len(body) > limit:
             raise TooLarge(f"the body is over the limit of {limit} bytes")
         try:
-            payload = json.loads(body)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ParseError(f"the body is not JSON: {exc}") from None
+            payload = json_body.load(body)
+        except json_body.UnreadableBody as exc:
+            raise ParseError(str(exc)) from None
         if content_type == BATCH_TYPE:
             if not isinstance(payload, list):
                 raise ParseError(f"a {BATCH_TYPE} body must be a JSON array of events")
