@@ -26,7 +26,8 @@ class Stateful(Protocol):
 def as_bytes(tensor: torch.Tensor) -> torch.Tensor:
     """A flat uint8 view of a contiguous tensor's storage, whatever its dtype (a copy for a
     non-contiguous tensor, or a lazily conjugated / negated view)."""
-    return tensor.detach().resolve_conj().resolve_neg().reshape(-1).view(torch.uint8)
+    # contiguous(): reshape alone keeps a strided 1-D view (x[::2]), which has no byte view.
+    return tensor.detach().resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8)
 
 
 _BLOCK_WORDS = 64

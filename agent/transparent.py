@@ -591,7 +591,7 @@ class TransparentRun(Run):
         self.rank = command["rank"]
         self.world_size = command["world_size"]
         self.role = "worker"
-        self.group = self._form_group(command["generation"])
+        self.group = self._form_group(command["generation"], command["backend"])
         if self.reducer is None or self.reducer.world_size != self.world_size:
             flat = nn.Parameter(torch.zeros(1).expand(self.total_numel))
             self.reducer = FlatReducer([flat], self.world_size, command["slot_bytes"])
