@@ -55,7 +55,10 @@ import weakref
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.utils import _pytree as pytree
 
+from agent import catchup
+from agent.catchup import SUPPRESSED, OutputShapes, propagate_on_meta
 from agent.protocol import ChannelClosed
 from agent.reducer import FlatReducer, _wait
 from agent.runtime import Run, _bytes_tensor, attach
@@ -73,10 +76,14 @@ class _Tracker:
         self.kinds: dict[str, list[weakref.ref]] = {
             k: [] for k in ("modules", "optimizers", "schedulers", "scalers", "loaders", "ddps")
         }
+        # Creation index of every object: the same object has the same index in every process
+        # running the script (how a recorded module or loader is found in another process).
+        self.index: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def add(self, kind: str, obj) -> None:
         try:
             self.kinds[kind].append(weakref.ref(obj))
+            self.index.setdefault(obj, len(self.kinds[kind]) - 1)
         except TypeError:
             pass
 
@@ -111,7 +118,7 @@ def install_patches() -> None:
     """Patch torch so that the agent sees what the script builds. Idempotent."""
     from torch.nn.parallel import DistributedDataParallel
     from torch.utils.data import DataLoader
-    from torch.utils.data.dataloader import _BaseDataLoaderIter
+    from torch.utils.data.dataloader import _BaseDataLoaderIter, _SingleProcessDataLoaderIter
 
     _record_init(nn.Module, "modules")
     _record_init(torch.optim.Optimizer, "optimizers")
@@ -119,17 +126,62 @@ def install_patches() -> None:
     _record_init(torch.amp.GradScaler, "scalers")
     _record_init(DataLoader, "loaders")
 
+    catchup.install_side_effect_guards()
+    catchup.install_module_calls(_module_call)
+    if not getattr(_optimizer_step_pre_hook, "_yoco_registered", False):
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+        register_optimizer_step_pre_hook(_optimizer_step_pre_hook)
+        _optimizer_step_pre_hook._yoco_registered = True
+
     original_iter = _BaseDataLoaderIter.__init__
     if not getattr(original_iter, "_yoco_wrapped", False):
 
         @functools.wraps(original_iter)
         def iter_init(self, loader, *args, **kwargs):
+            if _RUN is not None:
+                _RUN.position_sampler(loader)
+            # The sampler draws its permutation from the torch RNG (now, or at the first batch):
+            # with this a catching-up spare can reproduce the epoch (DataPositions).
+            loader._yoco_rng = torch.get_rng_state()
             original_iter(self, loader, *args, **kwargs)
             loader._yoco_iterators = getattr(loader, "_yoco_iterators", 0) + 1
             loader._yoco_iterator = weakref.ref(self)
 
         iter_init._yoco_wrapped = True
         _BaseDataLoaderIter.__init__ = iter_init
+
+    original_next = _SingleProcessDataLoaderIter._next_data
+    if not getattr(original_next, "_yoco_wrapped", False):
+
+        @functools.wraps(original_next)
+        def next_data(self):
+            if _RUN is None or not _RUN.skip_data:
+                return original_next(self)
+            # Catching up: advance the sampler, load nothing; every skipped batch is the first.
+            index = self._next_index()
+            template = getattr(self, "_yoco_template", None)
+            if template is None:
+                template = self._yoco_template = self._dataset_fetcher.fetch(index)
+            return template
+
+        next_data._yoco_wrapped = True
+        _SingleProcessDataLoaderIter._next_data = next_data
+
+    for module in (dist, dist.distributed_c10d):
+        original_all_reduce = module.all_reduce
+        if not getattr(original_all_reduce, "_yoco_wrapped", False):
+
+            @functools.wraps(original_all_reduce)
+            def all_reduce(*args, _original=original_all_reduce, **kwargs):
+                # A script that averages gradients itself: the next optimizer step is its step
+                # boundary (on the fake group the call itself is a no-op).
+                if _RUN is not None:
+                    _RUN.script_reduced = True
+                return _original(*args, **kwargs)
+
+            all_reduce._yoco_wrapped = True
+            module.all_reduce = all_reduce
 
     original_ddp = DistributedDataParallel.__init__
     if not getattr(original_ddp, "_yoco_wrapped", False):
@@ -167,6 +219,18 @@ def _ddp_forward_pre_hook(module, _args):
         _RUN.snapshot_buffers(module)
 
 
+def _module_call(module, call, args, kwargs):
+    if _RUN is None:
+        return call(module, *args, **kwargs)
+    return _RUN.module_call(module, call, args, kwargs)
+
+
+def _optimizer_step_pre_hook(_optimizer, _args, _kwargs):
+    if _RUN is not None and _RUN.script_reduced and not TRACKER.live("ddps"):
+        _RUN.script_reduced = False
+        _RUN.boundary(None)
+
+
 def _comm_hook(_state, bucket):  # no annotation: DDP checks it, and ours would be a string
     future: torch.futures.Future = torch.futures.Future()
     _RUN.bucket_ready(bucket, future)
@@ -178,7 +242,9 @@ def _comm_hook(_state, bucket):  # no annotation: DDP checks it, and ours would 
 
 class DataPositions:
     """Position of every DataLoader: iterators created (epochs), batches yielded by the current
-    one, and its sampler's epoch. A spare re-creates it by replaying the script; this checks."""
+    one, its sampler's epoch, and the torch RNG state its current iterator was created with (the
+    sampler's permutation comes from it). A catching-up spare reaches it by running the loop
+    (`TransparentRun.position_sampler`); this checks that it did."""
 
     def state_dict(self) -> dict:
         positions = []
@@ -190,18 +256,20 @@ class DataPositions:
                     "iterators": getattr(loader, "_yoco_iterators", 0),
                     "yielded": getattr(iterator, "_num_yielded", 0),
                     "sampler_epoch": getattr(getattr(loader, "sampler", None), "epoch", None),
+                    "rng": getattr(loader, "_yoco_rng", None),
                 }
             )
         return {"loaders": positions}
 
     def load_state_dict(self, state: dict) -> None:
         mine = self.state_dict()
-        if mine != state:
-            print(
-                f"yoco agent: WARNING data position after replay {mine['loaders']} differs from "
-                f"the failed rank's {state['loaders']}; the data pipeline is not deterministic",
-                file=sys.stderr,
-                flush=True,
+        if not _same(mine, state):
+            shown = [{k: v for k, v in p.items() if k != "rng"} for p in state["loaders"]]
+            reached = [{k: v for k, v in p.items() if k != "rng"} for p in mine["loaders"]]
+            SUPPRESSED.warn(
+                f"WARNING data position after catch-up {reached} differs from the replaced "
+                f"rank's {shown}: the script's data order depends on values catch-up does not "
+                "compute, or is not deterministic"
             )
 
 
@@ -320,6 +388,14 @@ class TransparentRun(Run):
         self.loaded = True  # False on a spare until the received state is loaded
         self.pending: dict | None = None  # a spare's received replicated state
         self.pending_slot: bytes | None = None  # ... and its per-rank mirror slot
+        # Catch-up (agent/catchup.py): module outputs faked / loaders skipping / load at the
+        # next module call.
+        self.fake_model = False
+        self.skip_data = False
+        self.load_armed = False
+        self.shapes = OutputShapes()
+        self.script_reduced = False  # the script all-reduced something since the last boundary
+        self._zero_grads: dict[int, torch.Tensor] = {}
         self.total_numel = 0
         self.boundaries = 0  # step boundaries this process has passed (replayed or real)
         self.offsets: dict[int, tuple[int, int]] = {}  # param data_ptr -> (offset, numel)
@@ -328,7 +404,6 @@ class TransparentRun(Run):
         self.unprotected: list[str] = []
         self._watch: dict[str, tuple[object, dict]] = {}
         self._buckets: list[tuple] = []
-        self._load_hook = None
         # Buffers (BatchNorm statistics) as they were at the start of the current step: a
         # forward changes them before the step boundary, so a replica sends these instead.
         self._step_buffers: dict[int, torch.Tensor] | None = None
@@ -411,13 +486,16 @@ class TransparentRun(Run):
         for buffer, _, _, fut in buckets:
             fut.set_result(buffer)
 
-    def boundary(self, buckets: list[tuple]) -> None:
+    def boundary(self, buckets: list[tuple] | None) -> None:
+        """The end of a step's backward: DDP's buckets, or None for a script that averages
+        gradients itself (every registered parameter's .grad, at its optimizer step)."""
         index = self.boundaries
         self.boundaries += 1
-        if not self.loaded:  # a spare replaying the steps before its resume step
+        if not self.loaded:  # a spare catching up to its resume step
             if self._abort.is_set():
                 self._await_coordinator("stalled")
             if index == self.current_step - 1:
+                self.skip_data = False  # the batches of step R are the real ones
                 self._check_per_rank()
                 self._arm_load()
             return
@@ -460,13 +538,25 @@ class TransparentRun(Run):
                     model_state[name] = saved
         return state
 
+    def _pairs(self, buckets):
+        """(parameter, gradient) of a step: DDP's buckets, or the registered parameters'."""
+        if buckets is not None:
+            for _, params, gradients, _ in buckets:
+                yield from zip(params, gradients, strict=True)
+            return
+        for model in self.registry.models:
+            for p in model.parameters():
+                if p.data_ptr() in self.offsets:
+                    if p.grad is None:
+                        p.grad = torch.zeros_like(p)
+                    yield p, p.grad
+
     def _fill(self, buckets) -> None:
         grads = self.reducer.grads
         grads.zero_()
-        for _, params, gradients, _ in buckets:
-            for p, g in zip(params, gradients, strict=True):
-                offset, n = self.offsets[p.data_ptr()]
-                grads[offset : offset + n].copy_(g.reshape(-1))
+        for p, g in self._pairs(buckets):
+            offset, n = self.offsets[p.data_ptr()]
+            grads[offset : offset + n].copy_(g.reshape(-1))
         offset = self.grad_numel
         for b in self.buffers:
             grads[offset : offset + b.numel()].copy_(b.reshape(-1))
@@ -474,10 +564,9 @@ class TransparentRun(Run):
 
     def _unfill(self, buckets) -> None:
         grads = self.reducer.grads
-        for _, params, gradients, _ in buckets:
-            for p, g in zip(params, gradients, strict=True):
-                offset, n = self.offsets[p.data_ptr()]
-                g.copy_(grads[offset : offset + n].view_as(g))
+        for p, g in self._pairs(buckets):
+            offset, n = self.offsets[p.data_ptr()]
+            g.copy_(grads[offset : offset + n].view_as(g))
         offset = self.grad_numel
         with torch.no_grad():
             for b in self.buffers:
@@ -500,40 +589,104 @@ class TransparentRun(Run):
     # -- a spare ------------------------------------------------------------------------------
 
     def park(self) -> None:
-        """A spare waits here, before the script starts, until it is given a rank."""
+        """A spare waits here, before the script starts, until it is given a rank; then it
+        catches up (agent/catchup.py) while the script runs to its resume step."""
         self.loaded = False
+        # What a DDP script imports on its way (DistributedDataParallel imports dynamo): seconds
+        # on a busy host, better spent waiting than catching up.
+        import torch._dynamo  # noqa: F401
+
         self.channel.send({"type": "ready", "state_bytes": 0})
         self._await_coordinator(None)
+        self.fake_model = self.skip_data = True
+        SUPPRESSED.begin()
         if self.current_step == 0:
+            self.skip_data = False
             self._arm_load()
 
     def _check_per_rank(self) -> None:
         """At the boundary of step R-1 the replayed per-rank state must equal the failed rank's
         mirror copy, taken at the same point; restore the copy where it does not."""
         theirs = decode_per_rank(self.pending_slot)
-        if not _same(self.registry.per_rank_state(), theirs):
-            print(
-                "yoco agent: replayed RNG / data state differs from the mirror; restoring it",
-                file=sys.stderr,
-                flush=True,
-            )
-            self.registry.load_per_rank_state(theirs)
+        # The RNG streams differ (the model's own draws, e.g. dropout, were skipped): restoring
+        # them is the normal case. The data position is compared by DataPositions.
+        self.registry.load_per_rank_state(theirs)
 
     def _arm_load(self) -> None:
-        """Load the received state just before the next forward: after the script applied
-        (and thrown away) its own update of the replayed step R-1."""
-        from torch.nn.modules.module import register_module_forward_pre_hook
+        """Load the received state at the next module call: after the script's own (harmless)
+        update of step R-1, before anything of step R runs on the model."""
+        self.load_armed = True
 
-        def load(_module, _args):
-            self._load_hook.remove()
-            self._load_hook = None
-            self.discover()
-            self.registry.load_replicated_state(self.pending)
-            self.pending = None
-            self.loaded = True
-            self._step_began = time.perf_counter()
+    def _load(self) -> None:
+        self.load_armed = False
+        self.discover()
+        self.registry.load_replicated_state(self.pending)
+        self.pending = None
+        self.loaded = True
+        self.fake_model = False
+        SUPPRESSED.end()
+        self._step_began = time.perf_counter()
 
-        self._load_hook = register_module_forward_pre_hook(load)
+    def position_sampler(self, loader) -> None:
+        """Catching up, about to create the iterator of the replaced rank's current epoch: put
+        the torch RNG where it was then, so the sampler draws the same permutation."""
+        if self.loaded or not self.skip_data:
+            return
+        index = TRACKER.index.get(loader)
+        targets = decode_per_rank(self.pending_slot)["data"]["loaders"]
+        if index is None or index >= len(targets):
+            return
+        target = targets[index]
+        if (
+            getattr(loader, "_yoco_iterators", 0) + 1 == target["iterators"]
+            and target["rng"] is not None
+        ):
+            torch.set_rng_state(target["rng"])
+
+    # -- module calls -------------------------------------------------------------------------
+
+    def module_call(self, module, call, args, kwargs):
+        """Every module call from the script's own code: recorded while training, answered with
+        zero outputs of the recorded shapes while catching up."""
+        if self.load_armed:
+            self._load()
+        if next(module.parameters(), None) is None:
+            return call(module, *args, **kwargs)
+        key = catchup.signature(TRACKER.index.get(module, -1), module, args, kwargs)
+        if not self.fake_model:
+            output = call(module, *args, **kwargs)
+            self.shapes.record(key, output)
+            return output
+        device = next(module.parameters()).device
+        output = self.shapes.build(key, device)
+        if output is None:
+            inner = getattr(module, "module", module) if _is_ddp(module) else module
+            self.shapes.record(key, propagate_on_meta(call, inner, args, kwargs))
+            output = self.shapes.build(key, device)
+        leaves = [t for t in pytree.tree_leaves(output) if isinstance(t, torch.Tensor)]
+        leaves = [t for t in leaves if t.requires_grad]
+        if leaves and _is_ddp(module) and module.require_backward_grad_sync:
+            torch.autograd.graph.register_multi_grad_hook(
+                leaves, lambda _grad: self.boundary(None), mode="any"
+            )
+        elif leaves and not _is_ddp(module):
+            # A script averaging gradients itself reads every parameter's .grad after backward:
+            # give it zeros (one buffer, reused), as a real backward would give it values.
+            torch.autograd.graph.register_multi_grad_hook(
+                leaves, lambda _grad: self._zero_grads_for(module), mode="any"
+            )
+        return output
+
+    def _zero_grads_for(self, module) -> None:
+        params = [p for p in module.parameters() if p.requires_grad]
+        flat = self._zero_grads.get(id(module))
+        if flat is None:
+            flat = self._zero_grads[id(module)] = torch.zeros(sum(p.numel() for p in params))
+        offset = 0
+        for p in params:
+            if p.grad is None:
+                p.grad = flat[offset : offset + p.numel()].view_as(p).to(p.dtype)
+            offset += p.numel()
 
     # -- Run's migration hooks, transparent flavour ---------------------------------------------
 
@@ -548,6 +701,7 @@ class TransparentRun(Run):
                 "replicated": replicated,
                 "per_rank": _bytes_tensor(self.reducer.mirror_of(command["for_rank"])),
                 "numel": self.total_numel,
+                "output_shapes": _bytes_tensor(self.shapes.to_bytes()),
             }
             reply = {"ok": True, "bytes": send_state(group, state)}
         except (RuntimeError, OSError) as error:
@@ -570,6 +724,7 @@ class TransparentRun(Run):
             self.pending = received.state["replicated"]
             self.pending_slot = received.state["per_rank"].numpy().tobytes()
             self.total_numel = int(received.state["numel"])
+            self.shapes.update_from(received.state["output_shapes"].numpy().tobytes())
             self.current_step = int(self.pending["step"])
             reply = {"ok": True, "bytes": received.nbytes}
         except (RuntimeError, OSError) as error:
@@ -642,6 +797,12 @@ class TransparentRun(Run):
             return
         while self._await_coordinator("finished") != "done":
             pass
+
+
+def _is_ddp(module) -> bool:
+    from torch.nn.parallel import DistributedDataParallel
+
+    return isinstance(module, DistributedDataParallel)
 
 
 def _same(a, b) -> bool:
