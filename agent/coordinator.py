@@ -29,6 +29,7 @@ from pathlib import Path
 import torch.distributed as dist
 
 from agent import checkpoint
+from agent.advice import NO_LIVE_COPY, NO_SPARE, has_checkpoint_fallback, no_live_recovery
 from agent.events import EventFactory, new_incident_id
 from agent.protocol import Channel, ChannelClosed
 from agent.reporter import EventSink
@@ -39,6 +40,14 @@ QUIESCED = {"stalled", "paused", "finished"}
 
 class JobFailed(RuntimeError):
     pass
+
+
+class NoLiveRecovery(Exception):
+    """No live copy of some state, or no spare that can take it: only a checkpoint can help."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
 
 
 @dataclass
@@ -103,6 +112,8 @@ class Failure:
     target: Member | None = None
     nbytes: int = 0
     transfer_ms: float = 0.0
+    tried: set[int] = field(default_factory=set)  # spares (member ids) that failed to take it
+    receive_error: str | None = None  # the last spare's error receiving the state
 
 
 class Coordinator:
@@ -507,9 +518,10 @@ class Coordinator:
             self._emit_detected(failure)
         live = self._quiesce(failures)
         resume_step = max(m.report["step"] for m in live) if live else None
-        restore = self._migrate(failures, live, resume_step)
-        if restore is None:
-            self._checkpoint_fallback(failures, resume_step)
+        try:
+            restore = self._migrate(failures, live, resume_step)
+        except NoLiveRecovery as impossible:
+            self._checkpoint_fallback(failures, resume_step, impossible.reason)
             return
         for failure in failures:
             if failure.member.alive:  # the drained or degrading worker itself
@@ -597,19 +609,20 @@ class Coordinator:
     def _migrate(self, failures: list[Failure], live: list[Member], step: int | None):
         """Give every failed rank a spare holding its state at `step`, and bring laggards (a
         survivor that missed the last update while others applied it) up to `step`. Returns
-        how each rank restores its per-rank state, or None when only a checkpoint can help."""
+        how each rank restores its per-rank state; raises NoLiveRecovery when only a checkpoint
+        can help."""
         restore = {m.rank: "own" for m in live if m.rank not in {f.rank for f in failures}}
         if step is None:
-            return None
+            raise NoLiveRecovery(NO_LIVE_COPY)
         pending = list(failures)
         while pending:
             failure = pending.pop(0)
             source, state_source = self._pick_source(failure, step, failures)
-            spare = next(iter(self._spares()), None)
+            spare = next((s for s in self._spares() if s.id not in failure.tried), None)
             if source is None or spare is None:
-                reason = "no live copy of the state" if source is None else "no spare left"
+                reason = NO_LIVE_COPY if source is None else self._no_spare(failure)
                 self.sink.emit(self.events.migration_failed(failure.incident, reason))
-                return None
+                raise NoLiveRecovery(reason)
             self.sink.emit(
                 self.events.migration_started(
                     failure.incident,
@@ -626,9 +639,21 @@ class Coordinator:
                 failure.transfer_ms = reply["duration_ms"]
                 restore[failure.rank] = "received"
                 continue
-            self.sink.emit(self.events.migration_failed(failure.incident, reply["error"]))
             if spare.role == "receiving":
                 spare.role = "spare"
+            if reply["side"] == "target":
+                failure.tried.add(spare.id)
+                if reply["error"] == failure.receive_error:
+                    # The same error on a second spare, on the same state: it would fail on
+                    # every spare. Stop before the pool is burned.
+                    reason = (
+                        f"{reply['reason']}; a second spare failed the same way receiving the "
+                        f"state of step {step}, so no further spare is tried"
+                    )
+                    self.sink.emit(self.events.migration_failed(failure.incident, reason))
+                    raise NoLiveRecovery(reason)
+                failure.receive_error = reply["error"]
+            self.sink.emit(self.events.migration_failed(failure.incident, reply["reason"]))
             self._absorb_new_failures(failures, pending)
             pending.insert(0, failure)
         for laggard in [m for m in self._workers() if m.report["step"] < step]:
@@ -639,6 +664,14 @@ class Coordinator:
                 return self._migrate(failures, self._workers(), step)
             restore[laggard.rank] = "received"
         return restore
+
+    def _no_spare(self, failure: Failure) -> str:
+        if failure.receive_error is None:
+            return NO_SPARE
+        return (
+            f"{NO_SPARE} (every spare failed to receive the state; the last: "
+            f"{failure.receive_error})"
+        )
 
     def _absorb_new_failures(self, failures: list[Failure], pending: list[Failure]) -> None:
         """Deaths during a recovery. A leaving worker that dies is still its own incident (its
@@ -687,13 +720,15 @@ class Coordinator:
         self._transfer_in_flight = None
         sent, loaded = source.replies.get(transfer), target.replies.get(transfer)
         if not target.alive:
-            return {"ok": False, "error": f"target {self._describe(target)} died mid-stream"}
+            return _failed("target", "died while receiving", self._describe(target))
         if not source.alive:
-            return {"ok": False, "error": f"source {self._describe(source)} died mid-stream"}
+            return _failed("source", "died while sending", self._describe(source))
         if not (sent and loaded):
-            return {"ok": False, "error": "transfer timed out"}
-        if not loaded["ok"] or not sent["ok"]:
-            return {"ok": False, "error": loaded.get("error") or sent.get("error")}
+            return _failed("both", "transfer timed out", "")
+        if not loaded["ok"]:  # the receiver's error first: a sender's is then a consequence
+            return _failed("target", loaded["error"], self._describe(target))
+        if not sent["ok"]:
+            return _failed("source", sent["error"], self._describe(source))
         return loaded
 
     def _resume_all(self, restore: dict[int, str], step: int, checkpoint_step=None) -> bool:
@@ -728,16 +763,22 @@ class Coordinator:
         self._recover(self._new_failures())
         self._report_live([f for f in failures if f.target is not None], self.step, 0)
 
-    def _checkpoint_fallback(self, failures: list[Failure], resume_step: int | None) -> None:
+    def _checkpoint_fallback(
+        self, failures: list[Failure], resume_step: int | None, reason: str
+    ) -> None:
         """No live copy or no spare: every rank rolls back to the newest complete checkpoint,
         the missing ones on cold processes. A rollback, reported as one."""
         s = self.settings
-        restore_step = checkpoint.newest_complete(s.checkpoint_dir)
+        restore_step = None
+        if has_checkpoint_fallback(s.mode):
+            restore_step = checkpoint.newest_complete(s.checkpoint_dir)
         if restore_step is None:
-            raise JobFailed(
-                "live recovery impossible (no spare or no live copy) and no checkpoint to fall "
-                "back to; run with --checkpoint-dir and --checkpoint-every"
-            )
+            raise JobFailed(no_live_recovery(s.mode, reason, s.checkpoint_dir))
+        print(
+            f"yoco agent: live recovery impossible ({reason}); restoring the checkpoint of step "
+            f"{restore_step}",
+            flush=True,
+        )
         for failure in failures:
             if failure.member.alive:
                 failure.member.role = "retired"
@@ -786,6 +827,18 @@ class Coordinator:
             if member.role in ("spare", "receiving"):
                 self._send(member, {"type": "retire"})
         self._write_status()
+
+
+def _failed(side: str, error: str, who: str) -> dict:
+    """A failed transfer: which side failed, its error (the same text for the same failure on
+    another process) and the reason reported."""
+    if side == "target":
+        reason = f"{who} could not receive the state: {error}"
+    elif side == "source":
+        reason = f"the source, {who}, could not send the state: {error}"
+    else:
+        reason = error
+    return {"ok": False, "side": side, "error": error, "reason": reason}
 
 
 def _protection(workers: list[Member]) -> dict | None:

@@ -59,7 +59,7 @@ from torch.utils import _pytree as pytree
 
 from agent import catchup
 from agent.catchup import SUPPRESSED, OutputShapes, propagate_on_meta
-from agent.protocol import ChannelClosed
+from agent.protocol import ChannelClosed, error_text
 from agent.reducer import FlatReducer, _wait
 from agent.runtime import Run, _bytes_tensor, attach
 from agent.state import Registry, decode_per_rank, encode_per_rank
@@ -704,8 +704,8 @@ class TransparentRun(Run):
                 "output_shapes": _bytes_tensor(self.shapes.to_bytes()),
             }
             reply = {"ok": True, "bytes": send_state(group, state)}
-        except (RuntimeError, OSError) as error:
-            reply = {"ok": False, "error": str(error)[:300]}
+        except Exception as error:  # noqa: BLE001 - any failure is reported, the process lives
+            reply = {"ok": False, "error": error_text(error)}
         reply["duration_ms"] = (time.perf_counter() - started) * 1000
         self.channel.send({"type": "sent", "transfer": command["transfer"], **reply})
 
@@ -727,8 +727,8 @@ class TransparentRun(Run):
             self.shapes.update_from(received.state["output_shapes"].numpy().tobytes())
             self.current_step = int(self.pending["step"])
             reply = {"ok": True, "bytes": received.nbytes}
-        except (RuntimeError, OSError) as error:
-            reply = {"ok": False, "error": str(error)[:300]}
+        except Exception as error:  # noqa: BLE001 - any failure is reported, the process lives
+            reply = {"ok": False, "error": error_text(error)}
         reply["duration_ms"] = (time.perf_counter() - started) * 1000
         self.channel.send({"type": "loaded", "transfer": command["transfer"], **reply})
 

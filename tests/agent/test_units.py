@@ -10,7 +10,8 @@ import torch
 from agent.events import EventFactory
 from agent.policy import Thresholds, evaluate
 from agent.reducer import SlotOverflow, decode_slot, encode_slot
-from agent.state import checksum, flatten, unflatten
+from agent.skeleton import flatten, unflatten
+from agent.state import checksum
 
 pytestmark = pytest.mark.agent
 
