@@ -19,6 +19,7 @@ CASES = {
     "ddp_bn": ("ddp_bn.py", ["--epochs", "5"], 40, (5, 16, 28)),
     "accum_sched": ("accum_sched.py", ["--epochs", "4"], 48, (5, 18, 33)),
     "amp_scaler": ("amp_scaler.py", ["--steps", "40"], 40, (5, 16, 28)),
+    "manual_allreduce": ("manual_allreduce.py", ["--steps", "150"], 150, (5, 30, 70)),
 }
 
 
