@@ -51,13 +51,14 @@ import sys
 import time
 import types
 import weakref
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.utils import _pytree as pytree
 
-from agent import catchup
+from agent import catchup, checkpoint
 from agent.catchup import SUPPRESSED, OutputShapes, propagate_on_meta
 from agent.protocol import ChannelClosed, error_text
 from agent.reducer import FlatReducer, _wait
@@ -502,6 +503,9 @@ class TransparentRun(Run):
         if not self.started:
             self._first_boundary()
         self._check_watched()
+        checkpointed = self.current_step > 0 and self._checkpoint_due()
+        if checkpointed:
+            self._save_checkpoint()
         while True:
             if self.reducer.pause_agreed:
                 self._await_coordinator("paused")
@@ -519,6 +523,13 @@ class TransparentRun(Run):
             self._abandon_step()
             self._await_coordinator("stalled")
         self._unfill(buckets)
+        if checkpointed and self.rank == 0:
+            # Every rank wrote its part before entering this step's all-reduce, which is done.
+            checkpoint.mark_complete(
+                Path(self.config["checkpoint_dir"]),
+                self.current_step,
+                keep=self.config.get("checkpoint_keep", 2),
+            )
         self._step_buffers = None  # the next forward takes a fresh snapshot
         self.current_step += 1
         self._step_began = time.perf_counter()
@@ -550,6 +561,34 @@ class TransparentRun(Run):
                     if p.grad is None:
                         p.grad = torch.zeros_like(p)
                     yield p, p.grad
+
+    def _save_checkpoint(self) -> None:
+        """At the boundary of step N, before its reduction: the state at the start of step N,
+        i.e. after N completed steps (model-aware mode's checkpoint of step N). Per-rank: this
+        rank's slot of the mirror, taken at the boundary of step N-1."""
+        root, step = Path(self.config["checkpoint_dir"]), self.current_step
+        checkpoint.save_per_rank(
+            root, step, self.rank, decode_per_rank(self.reducer.mirror_of(self.rank))
+        )
+        if self.rank == 0:
+            state = self._replicated_state()
+            state["transparent"] = {
+                "numel": self.total_numel,
+                "output_shapes": _bytes_tensor(self.shapes.to_bytes()),
+            }
+            checkpoint.save_replicated(root, step, state)
+
+    def _load_checkpoint(self, step: int, rank: int) -> None:
+        """A fresh process restarting the script after a rollback: the checkpoint of `step` is
+        what it catches up to, as a spare does to a received state."""
+        root = Path(self.config["checkpoint_dir"])
+        state = checkpoint.load_replicated(root, step)
+        extra = state.pop("transparent")
+        self.total_numel = int(extra["numel"])
+        self.shapes.update_from(extra["output_shapes"].numpy().tobytes())
+        self.pending = state
+        self.pending_slot = encode_per_rank(checkpoint.load_per_rank(root, step, rank))
+        self.current_step = step
 
     def _fill(self, buckets) -> None:
         grads = self.reducer.grads
@@ -605,8 +644,8 @@ class TransparentRun(Run):
             self._arm_load()
 
     def _check_per_rank(self) -> None:
-        """At the boundary of step R-1 the replayed per-rank state must equal the failed rank's
-        mirror copy, taken at the same point; restore the copy where it does not."""
+        """At the boundary of step R-1: take the replaced rank's per-rank state from its mirror
+        copy, taken at the same point."""
         theirs = decode_per_rank(self.pending_slot)
         # The RNG streams differ (the model's own draws, e.g. dropout, were skipped): restoring
         # them is the normal case. The data position is compared by DataPositions.
@@ -666,15 +705,11 @@ class TransparentRun(Run):
         leaves = [t for t in pytree.tree_leaves(output) if isinstance(t, torch.Tensor)]
         leaves = [t for t in leaves if t.requires_grad]
         if leaves and _is_ddp(module) and module.require_backward_grad_sync:
-            torch.autograd.graph.register_multi_grad_hook(
-                leaves, lambda _grad: self.boundary(None), mode="any"
-            )
+            leaves[0].register_hook(lambda _grad: self.boundary(None))
         elif leaves and not _is_ddp(module):
             # A script averaging gradients itself reads every parameter's .grad after backward:
             # give it zeros (one buffer, reused), as a real backward would give it values.
-            torch.autograd.graph.register_multi_grad_hook(
-                leaves, lambda _grad: self._zero_grads_for(module), mode="any"
-            )
+            leaves[0].register_hook(lambda _grad: self._zero_grads_for(module))
         return output
 
     def _zero_grads_for(self, module) -> None:
@@ -738,9 +773,11 @@ class TransparentRun(Run):
         The mirror is refilled with every rank's state as of the start of the current step."""
         self._abort_group()
         if command["restore"] == "checkpoint":
-            message = "transparent mode cannot roll back an unmodified script to a checkpoint"
-            self.channel.send({"type": "fatal", "message": message})
-            raise RuntimeError(message)
+            if self.started:  # the coordinator restarts every rank on a fresh process
+                message = "transparent mode cannot roll back a running script to a checkpoint"
+                self.channel.send({"type": "fatal", "message": message})
+                raise RuntimeError(message)
+            self._load_checkpoint(command["step"], command["rank"])
         first = not self.started
         self.rank = command["rank"]
         self.world_size = command["world_size"]

@@ -72,3 +72,33 @@ def test_spare_catches_up_without_compute_or_side_effects(tmp_path):
         assert ours.keys() == theirs.keys()
         for key, tensor in theirs.items():
             assert torch.equal(ours[key], tensor), (name, key)
+
+
+def test_no_spare_left_rolls_back_to_the_checkpoint(tmp_path):
+    """Transparent mode's fallback: with no spare, every rank restarts the script on a fresh
+    process, catches up to the newest checkpoint and goes on; reported as the rollback it is."""
+    (tmp_path / "job").mkdir()
+    (tmp_path / "baseline").mkdir()
+    args = ["--steps", "60"]
+    checkpoints = ["--checkpoint-dir", str(tmp_path / "ckpt"), "--checkpoint-every", "10"]
+    job = TransparentJob(
+        tmp_path / "job", "manual_allreduce.py", 2, 0, args + ["--step-sleep", "0.1"], checkpoints
+    )
+    baseline = TransparentJob(tmp_path / "baseline", "manual_allreduce.py", 2, 0, args)
+    try:
+        job.wait_step(25)
+        os.kill(job.worker_pid(1), signal.SIGKILL)
+        job.wait_for(lambda: job.events("job.resumed"), timeout=120, what="rollback")
+        assert job.wait_done() == 0, job.output()
+        assert baseline.wait_done() == 0, baseline.output()
+    finally:
+        job.stop()
+        baseline.stop()
+
+    assert_bit_identical(job.final_states(), baseline.final_states())
+    (events,) = incidents(job).values()
+    types = [e["type"].removeprefix("io.yoco.") for e in events]
+    assert types == ["failure.detected", "migration.failed", "checkpoint.restored", "job.resumed"]
+    restored = events[2]["data"]
+    assert restored["checkpoint_step"] in (20, 30)
+    assert restored["steps_lost"] == events[0]["data"]["step"] - restored["checkpoint_step"] > 0

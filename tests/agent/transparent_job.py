@@ -12,7 +12,7 @@ SCRIPTS = REPO / "tests/agent/scripts"
 
 
 class TransparentJob(Job):
-    def __init__(self, tmp: Path, script: str, workers: int, spares: int, script_args):
+    def __init__(self, tmp: Path, script: str, workers: int, spares: int, script_args, extra=()):
         self.dir = tmp
         self.events_path = tmp / "events.jsonl"
         self.status_path = tmp / "status.json"
@@ -21,7 +21,7 @@ class TransparentJob(Job):
             PYTHON, "-m", "agent.cli", "run", "--transparent", "--workers", str(workers),
             "--spares", str(spares), "--events", str(self.events_path), "--status-file",
             str(self.status_path), "--cluster", "ci", "--job", tmp.name, "--join-timeout", "60",
-            "--heartbeat-timeout", "3", "--", PYTHON, str(SCRIPTS / script), *script_args,
+            "--heartbeat-timeout", "3", *extra, "--", PYTHON, str(SCRIPTS / script), *script_args,
             "--out", str(self.out),
         ]  # fmt: skip
         env = dict(os.environ, PYTHONPATH=str(REPO), YOCO_CONNECT_TIMEOUT_S="20")
