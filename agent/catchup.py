@@ -57,20 +57,21 @@ def _leaf_signature(value) -> tuple:
     return ("o", type(value).__qualname__)
 
 
+_AUTOCAST_DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def signature(module_index: int, module: nn.Module, args: tuple, kwargs: dict) -> tuple:
     """What decides the shapes of a module's outputs: the inputs' shapes and dtypes, train or
     eval, grad mode and autocast."""
-    leaves, spec = pytree.tree_flatten((args, kwargs))
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    autocast = torch.is_autocast_enabled(device) and torch.get_autocast_dtype(device)
-    return (
-        module_index,
-        str(spec),
-        tuple(_leaf_signature(v) for v in leaves),
-        module.training,
-        torch.is_grad_enabled(),
-        str(autocast),
+    if not kwargs and all(type(a) is torch.Tensor for a in args):  # the common call, quickly
+        inputs = tuple((tuple(a.shape), a.dtype, a.requires_grad) for a in args)
+    else:
+        leaves, spec = pytree.tree_flatten((args, kwargs))
+        inputs = (str(spec), tuple(_leaf_signature(v) for v in leaves))
+    autocast = torch.is_autocast_enabled(_AUTOCAST_DEVICE) and torch.get_autocast_dtype(
+        _AUTOCAST_DEVICE
     )
+    return (module_index, inputs, module.training, torch.is_grad_enabled(), str(autocast))
 
 
 class OutputShapes:

@@ -58,8 +58,8 @@ def model_aware_worker(hidden: int, layers: int) -> None:
     model = build(hidden, layers)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
     run.register(model=model, optimizer=optimizer)
+    torch.manual_seed(run.rank or 0)  # the inputs: the global RNG is per-rank state
     for step in run.steps(10**9):
-        torch.manual_seed(step * 10 + (run.rank or 0))
         model(torch.randn(8, hidden)).square().mean().backward()
         if run.step():
             _mark(step)
@@ -75,8 +75,8 @@ def transparent_worker(hidden: int, layers: int) -> None:
     model = build(hidden, layers)
     ddp = DistributedDataParallel(model)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=1e-4, momentum=0.9)
+    torch.manual_seed(dist.get_rank())
     for step in range(10**9):
-        torch.manual_seed(step * 10 + dist.get_rank())
         optimizer.zero_grad()
         ddp(torch.randn(8, hidden)).square().mean().backward()
         optimizer.step()
