@@ -114,6 +114,7 @@ class Failure:
     transfer_ms: float = 0.0
     tried: set[int] = field(default_factory=set)  # spares (member ids) that failed to take it
     receive_error: str | None = None  # the last spare's error receiving the state
+    stays: bool = False  # a degrading worker no spare could take over: it trains on
 
 
 class Coordinator:
@@ -461,12 +462,19 @@ class Coordinator:
         self.slot_bytes = 2 * max(m.state_bytes for m in self._workers()) // 1000 + 64 * 1024
         self.sink.emit(
             self.events.job_started(
-                s.world_size, s.model, _gpus(self._workers()), _protection(self._workers())
+                s.world_size,
+                s.model,
+                _gpus(self._workers()),
+                spares=sum(1 for m in self.members if m.role == "spare"),
+                parallelism={"dp_replicate": s.world_size},  # every rank a full replica
+                extra=_protection(self._workers()),
             )
         )
         self._resume_all({m.rank: "none" for m in self._workers()}, step=0)
 
-    def _new_failures(self) -> list[Failure]:
+    def _new_failures(self, claimed: int = 0) -> list[Failure]:
+        """Failures not yet being handled; `claimed`: spares the recovery in progress still
+        needs."""
         failures = []
         for dead in self._deaths:
             alarm = dead.fatal_alarm or {}
@@ -481,20 +489,30 @@ class Coordinator:
                 )
             )
         self._deaths.clear()
+        # A degrading worker still trains: it moves only to a spare no death needs, so alarms
+        # (the same one on every rank at once, say) can never leave a rank without a home.
+        free = len(self._spares()) - claimed - len(failures)
         for member, alarm in self._alarms:
-            if member.role == "worker" and self._spares():
-                failures.append(
-                    Failure(
-                        member.rank,
-                        member,
-                        "preemptive",
-                        alarm["category"],
-                        alarm["detail"],
-                        alarm.get("xid"),
-                    )
+            if member.role != "worker" or member.rank in {f.rank for f in failures}:
+                continue
+            if free <= 0:
+                print(
+                    f"yoco agent: {alarm['detail']} on rank {member.rank}; no free spare to move "
+                    "it to, so it keeps training",
+                    flush=True,
                 )
-            elif member.role == "worker":
-                print(f"yoco agent: {alarm['detail']} on rank {member.rank}, no spare to move to")
+                continue
+            free -= 1
+            failures.append(
+                Failure(
+                    member.rank,
+                    member,
+                    "preemptive",
+                    alarm["category"],
+                    alarm["detail"],
+                    alarm.get("xid"),
+                )
+            )
         self._alarms.clear()
         for rank in self._drains:
             try:
@@ -523,7 +541,8 @@ class Coordinator:
         except NoLiveRecovery as impossible:
             self._checkpoint_fallback(failures, resume_step, impossible.reason)
             return
-        for failure in failures:
+        moved = [f for f in failures if not f.stays]
+        for failure in moved:
             if failure.member.alive:  # the drained or degrading worker itself
                 failure.member.role = "retired"
                 self._send(failure.member, {"type": "retire"})
@@ -531,9 +550,12 @@ class Coordinator:
             failure.target.rank = failure.rank
         recompute_ms = max((m.report.get("recompute_ms", 0) for m in live), default=0)
         if not self._resume_all(restore, resume_step):
-            self._recover_again(failures)
+            self._recover_again(moved)
             return
-        self._report_live(failures, resume_step, recompute_ms)
+        self._report_live(moved, resume_step, recompute_ms)
+        for failure in failures:
+            if failure.stays:
+                self._emit_resumed(failure, resume_step)
 
     def _report_live(self, failures: list[Failure], resume_step: int, recompute_ms: float) -> None:
         for failure in failures:
@@ -621,8 +643,8 @@ class Coordinator:
             spare = next((s for s in self._spares() if s.id not in failure.tried), None)
             if source is None or spare is None:
                 reason = NO_LIVE_COPY if source is None else self._no_spare(failure)
-                self.sink.emit(self.events.migration_failed(failure.incident, reason))
-                raise NoLiveRecovery(reason)
+                self._give_up(failure, reason, restore)
+                continue
             self.sink.emit(
                 self.events.migration_started(
                     failure.incident,
@@ -650,8 +672,8 @@ class Coordinator:
                         f"{reply['reason']}; a second spare failed the same way receiving the "
                         f"state of step {step}, so no further spare is tried"
                     )
-                    self.sink.emit(self.events.migration_failed(failure.incident, reason))
-                    raise NoLiveRecovery(reason)
+                    self._give_up(failure, reason, restore)
+                    continue
                 failure.receive_error = reply["error"]
             self.sink.emit(self.events.migration_failed(failure.incident, reply["reason"]))
             self._absorb_new_failures(failures, pending)
@@ -665,6 +687,18 @@ class Coordinator:
             restore[laggard.rank] = "received"
         return restore
 
+    def _give_up(self, failure: Failure, reason: str, restore: dict[int, str]) -> None:
+        """No spare can take this rank's state. A degrading worker is still alive and holds
+        it, so it trains on where it is; anyone else needs the checkpoint (NoLiveRecovery)."""
+        if failure.trigger == "preemptive" and failure.member.alive:
+            reason += f"; rank {failure.rank} keeps training on its device"
+            print(f"yoco agent: {reason}", flush=True)
+            failure.stays = True
+            restore[failure.rank] = "own"
+        self.sink.emit(self.events.migration_failed(failure.incident, reason))
+        if not failure.stays:
+            raise NoLiveRecovery(reason)
+
     def _no_spare(self, failure: Failure) -> str:
         if failure.receive_error is None:
             return NO_SPARE
@@ -677,7 +711,8 @@ class Coordinator:
         """Deaths during a recovery. A leaving worker that dies is still its own incident (its
         state now comes from a replica); anyone else is a new incident."""
         known = {f.rank for f in failures}
-        for failure in self._new_failures():
+        claimed = sum(1 for f in failures if f.target is None and not f.stays)
+        for failure in self._new_failures(claimed):
             if failure.rank in known:
                 continue
             self._emit_detected(failure)

@@ -37,6 +37,22 @@ def test_events_follow_spec_3():
         factory._event("job.resumed", {})  # an incident event without its subject
 
 
+def test_job_started_and_migration_started_carry_spec_3_fields():
+    factory = EventFactory("c1", "j1")
+    started = factory.job_started(4, "gpt", 0, spares=2, parallelism={"dp_replicate": 4})
+    assert started["data"]["spares"] == 2
+    assert started["data"]["parallelism"] == {"dp_replicate": 4}
+    migration = factory.migration_started(
+        "inc-1", state_source="self", source={"node": "n", "rank": 1}, target={"node": "m"},
+        nbytes=10,
+    )  # fmt: skip
+    assert migration["data"]["spare"] == "standby"
+    with pytest.raises(ValueError):
+        factory.migration_started(
+            "inc-1", state_source="self", source={}, target={}, nbytes=1, spare="borrowed"
+        )
+
+
 @pytest.mark.parametrize("blob", [b"", b"x", bytes(range(256)) * 40])
 def test_mirror_slot_round_trips_exactly_through_a_float_sum(blob):
     slot = encode_slot(blob, 8000)
