@@ -397,6 +397,7 @@ class TransparentRun(Run):
         self.shapes = OutputShapes()
         self.script_reduced = False  # the script all-reduced something since the last boundary
         self._zero_grads: dict[int, torch.Tensor] = {}
+        self._catch_up_began = (0.0, 0.0)  # wall and CPU clocks when catch-up began
         self.total_numel = 0
         self.boundaries = 0  # step boundaries this process has passed (replayed or real)
         self.offsets: dict[int, tuple[int, int]] = {}  # param data_ptr -> (offset, numel)
@@ -638,6 +639,7 @@ class TransparentRun(Run):
         self.channel.send({"type": "ready", "state_bytes": 0})
         self._await_coordinator(None)
         self.fake_model = self.skip_data = True
+        self._catch_up_began = _clocks()
         SUPPRESSED.begin()
         if self.current_step == 0:
             self.skip_data = False
@@ -664,6 +666,13 @@ class TransparentRun(Run):
         self.loaded = True
         self.fake_model = False
         SUPPRESSED.end()
+        wall, cpu = (now - then for now, then in zip(_clocks(), self._catch_up_began, strict=True))
+        print(
+            f"yoco agent: caught up {self.boundaries} steps in {wall:.3f} s "
+            f"({cpu:.3f} s CPU) without the model's compute",
+            file=sys.stderr,
+            flush=True,
+        )
         self._step_began = time.perf_counter()
 
     def position_sampler(self, loader) -> None:
@@ -834,6 +843,11 @@ class TransparentRun(Run):
             return
         while self._await_coordinator("finished") != "done":
             pass
+
+
+def _clocks() -> tuple[float, float]:
+    """Wall time and this thread's CPU time."""
+    return time.perf_counter(), time.thread_time()
 
 
 def _is_ddp(module) -> bool:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -122,7 +123,13 @@ def measure(mode: str, hidden: int, layers: int, kill_step: int) -> dict:
                     recovery = min(after) - killed
                     break
             time.sleep(0.02)
+        # Transparent mode: the spare's own account of its catch-up (wall and CPU seconds).
+        caught_up = re.search(
+            r"caught up \d+ steps in ([\d.]+) s \(([\d.]+) s CPU\)",
+            (tmp / "launcher.log").read_text(),
+        )
         return {
+            "catch_up_s": [float(caught_up[1]), float(caught_up[2])] if caught_up else None,
             "bytes": completed[0]["data"]["bytes"],
             "recovery_s": round(recovery, 3),
             "kill_step": kill_step,
@@ -185,6 +192,13 @@ def main() -> None:
             "recovery_s_by_step": by_step,
             "bytes": int(statistics.median(nbytes)),
         }
+        if mode == "transparent":  # the spare's catch-up, medians: wall and CPU seconds
+            for index, name in enumerate(("catch_up_wall_s_by_step", "catch_up_cpu_s_by_step")):
+                results[mode][name] = {
+                    str(step): round(statistics.median(r["catch_up_s"][index] for r in measured), 3)
+                    for step, measured in runs[mode].items()
+                    if all(r["catch_up_s"] for r in measured)
+                }
     first, last = str(args.steps[0]), str(args.steps[-1])
     t_first = results["transparent"]["recovery_s_by_step"][first]
     t_last = results["transparent"]["recovery_s_by_step"][last]
