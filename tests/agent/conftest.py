@@ -141,6 +141,26 @@ def start_job(tmp_path):
         job.stop()
 
 
+@pytest.fixture
+def start_transparent(tmp_path):
+    """start_transparent(name, script, script_args, spares, extra=()): a 2-worker job running
+    an unmodified script from tests/agent/scripts, stopped when the test ends."""
+    from tests.agent.transparent_job import TransparentJob  # it builds on this module
+
+    jobs: list[Job] = []
+
+    def start(name: str, script: str, args, spares: int, extra=()) -> TransparentJob:
+        directory = tmp_path / name
+        directory.mkdir()
+        job = TransparentJob(directory, script, 2, spares, list(args), list(extra))
+        jobs.append(job)
+        return job
+
+    yield start
+    for job in jobs:
+        job.stop()
+
+
 @pytest.fixture(scope="session")
 def baseline(tmp_path_factory) -> list[dict]:
     """The failure-free run every migration test must reproduce bit for bit."""

@@ -13,34 +13,27 @@ import pytest
 import torch
 
 from tests.agent.conftest import assert_bit_identical, incidents
-from tests.agent.transparent_job import TransparentJob
 
 pytestmark = pytest.mark.agent
 
 
-def _script_lines(job: TransparentJob) -> list[str]:
+def _script_lines(job) -> list[str]:
     text = (job.dir / "launcher.log").read_text()
     return [line for line in text.splitlines() if line.startswith("step ")]
 
 
-def test_spare_catches_up_without_compute_or_side_effects(tmp_path):
-    (tmp_path / "job").mkdir()
-    (tmp_path / "baseline").mkdir()
+def test_spare_catches_up_without_compute_or_side_effects(start_transparent):
     args = ["--epochs", "4"]
-    job = TransparentJob(tmp_path / "job", "side_effects.py", 2, 2, args + ["--step-sleep", "0.2"])
-    baseline = TransparentJob(tmp_path / "baseline", "side_effects.py", 2, 0, args)
-    try:
-        job.wait_step(5)
-        os.kill(job.worker_pid(1), signal.SIGKILL)  # a spare takes rank 1
-        job.wait_for(lambda: len(job.events("job.resumed")) == 1, what="recovery from SIGKILL")
-        job.wait_step(13)
-        job.cli("drain", "--rank", "0")  # a spare takes rank 0, the one that prints and saves
-        job.wait_for(lambda: len(job.events("job.resumed")) == 2, what="planned migration")
-        assert job.wait_done() == 0, job.output()
-        assert baseline.wait_done() == 0, baseline.output()
-    finally:
-        job.stop()
-        baseline.stop()
+    job = start_transparent("job", "side_effects.py", args + ["--step-sleep", "0.2"], 2)
+    baseline = start_transparent("baseline", "side_effects.py", args, 0)
+    job.wait_step(5)
+    os.kill(job.worker_pid(1), signal.SIGKILL)  # a spare takes rank 1
+    job.wait_for(lambda: len(job.events("job.resumed")) == 1, what="recovery from SIGKILL")
+    job.wait_step(13)
+    job.cli("drain", "--rank", "0")  # a spare takes rank 0, the one that prints and saves
+    job.wait_for(lambda: len(job.events("job.resumed")) == 2, what="planned migration")
+    assert job.wait_done() == 0, job.output()
+    assert baseline.wait_done() == 0, baseline.output()
 
     assert_bit_identical(job.final_states(), baseline.final_states())
     resumed_at = {}
@@ -74,26 +67,19 @@ def test_spare_catches_up_without_compute_or_side_effects(tmp_path):
             assert torch.equal(ours[key], tensor), (name, key)
 
 
-def test_no_spare_left_rolls_back_to_the_checkpoint(tmp_path):
+def test_no_spare_left_rolls_back_to_the_checkpoint(start_transparent, tmp_path):
     """Transparent mode's fallback: with no spare, every rank restarts the script on a fresh
     process, catches up to the newest checkpoint and goes on; reported as the rollback it is."""
-    (tmp_path / "job").mkdir()
-    (tmp_path / "baseline").mkdir()
     args = ["--steps", "60"]
     checkpoints = ["--checkpoint-dir", str(tmp_path / "ckpt"), "--checkpoint-every", "10"]
-    job = TransparentJob(
-        tmp_path / "job", "manual_allreduce.py", 2, 0, args + ["--step-sleep", "0.1"], checkpoints
-    )
-    baseline = TransparentJob(tmp_path / "baseline", "manual_allreduce.py", 2, 0, args)
-    try:
-        job.wait_step(25)
-        os.kill(job.worker_pid(1), signal.SIGKILL)
-        job.wait_for(lambda: job.events("job.resumed"), timeout=120, what="rollback")
-        assert job.wait_done() == 0, job.output()
-        assert baseline.wait_done() == 0, baseline.output()
-    finally:
-        job.stop()
-        baseline.stop()
+    slow = args + ["--step-sleep", "0.1"]
+    job = start_transparent("job", "manual_allreduce.py", slow, 0, checkpoints)
+    baseline = start_transparent("baseline", "manual_allreduce.py", args, 0)
+    job.wait_step(25)
+    os.kill(job.worker_pid(1), signal.SIGKILL)
+    job.wait_for(lambda: job.events("job.resumed"), timeout=120, what="rollback")
+    assert job.wait_done() == 0, job.output()
+    assert baseline.wait_done() == 0, baseline.output()
 
     assert_bit_identical(job.final_states(), baseline.final_states())
     (events,) = incidents(job).values()

@@ -9,7 +9,6 @@ import signal
 import pytest
 
 from tests.agent.conftest import assert_bit_identical, incidents
-from tests.agent.transparent_job import TransparentJob
 
 pytestmark = pytest.mark.agent
 
@@ -23,27 +22,11 @@ CASES = {
 }
 
 
-@pytest.fixture
-def start(tmp_path):
-    jobs = []
-
-    def start(name, script, args, spares):
-        directory = tmp_path / name
-        directory.mkdir()
-        job = TransparentJob(directory, script, 2, spares, args)
-        jobs.append(job)
-        return job
-
-    yield start
-    for job in jobs:
-        job.stop()
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_unmodified_script_survives_three_triggers_bit_identical(start, case):
+def test_unmodified_script_survives_three_triggers_bit_identical(start_transparent, case):
     script, args, total, (kill_at, alarm_at, drain_at) = CASES[case]
-    job = start("three", script, args + SLOW, 3)
-    baseline = start("baseline", script, args, 0)  # the failure-free run, alongside
+    job = start_transparent("three", script, args + SLOW, 3)
+    baseline = start_transparent("baseline", script, args, 0)  # the failure-free run, alongside
 
     job.wait_step(kill_at)
     os.kill(job.worker_pid(1), signal.SIGKILL)  # unplanned
