@@ -61,7 +61,7 @@ from torch.utils import _pytree as pytree
 from agent import catchup, checkpoint
 from agent.catchup import SUPPRESSED, OutputShapes, propagate_on_meta
 from agent.protocol import ChannelClosed, error_text
-from agent.reducer import FlatReducer, _wait
+from agent.reducer import FlatReducer
 from agent.runtime import Run, _bytes_tensor, attach
 from agent.state import Registry, decode_per_rank, encode_per_rank
 from agent.transport import pair_group, recv_state, send_state
@@ -813,26 +813,6 @@ class TransparentRun(Run):
             return False
         self.started = True
         self.channel.send({"type": "resumed", "step": self.current_step})
-        return True
-
-    def _sync_from_rank0(self) -> bool:
-        """What DDP's constructor does: every rank starts from rank 0's parameters and buffers."""
-        tensors = [
-            t
-            for m in self.registry.models
-            for t in m.state_dict().values()
-            if t.is_floating_point()
-        ]
-        if not tensors:
-            return True
-        flat = torch.cat([t.detach().reshape(-1).float() for t in tensors])
-        if not _wait(self.group.broadcast([flat], dist.BroadcastOptions()), self._abort):
-            return False
-        offset = 0
-        with torch.no_grad():
-            for t in tensors:
-                t.copy_(flat[offset : offset + t.numel()].view_as(t).to(t.dtype))
-                offset += t.numel()
         return True
 
     def finish(self) -> None:
