@@ -143,16 +143,21 @@ def start_job(tmp_path):
 
 @pytest.fixture
 def start_transparent(tmp_path):
-    """start_transparent(name, script, script_args, spares, extra=()): a 2-worker job running
-    an unmodified script from tests/agent/scripts, stopped when the test ends."""
+    """start_transparent(name, script, script_args, spares, extra=(), transparent=True): a
+    2-worker job running a script from tests/agent/scripts (unmodified under --transparent, or a
+    model-aware one), stopped when the test ends."""
     from tests.agent.transparent_job import TransparentJob  # it builds on this module
 
     jobs: list[Job] = []
 
-    def start(name: str, script: str, args, spares: int, extra=()) -> TransparentJob:
+    def start(
+        name: str, script: str, args, spares: int, extra=(), transparent=True
+    ) -> TransparentJob:
         directory = tmp_path / name
         directory.mkdir()
-        job = TransparentJob(directory, script, 2, spares, list(args), list(extra))
+        job = TransparentJob(
+            directory, script, 2, spares, list(args), list(extra), transparent=transparent
+        )
         jobs.append(job)
         return job
 

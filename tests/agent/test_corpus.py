@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from tests.agent.conftest import incidents, kill_alarm_drain
-from tests.agent.transparent_job import TransparentJob
 
 pytestmark = pytest.mark.agent
 
@@ -24,22 +23,6 @@ CORPUS = {
 # Slow enough that the test acts between steps (a loaded machine starts the CLI slowly).
 SLOW = ["--step-sleep", "0.15"]
 MODES = {"model_aware": "_yoco.py", "transparent": ".py"}
-
-
-@pytest.fixture
-def start(tmp_path):
-    jobs = []
-
-    def start(name, script, args, spares, transparent):
-        directory = tmp_path / name
-        directory.mkdir()
-        job = TransparentJob(directory, script, 2, spares, args, transparent=transparent)
-        jobs.append(job)
-        return job
-
-    yield start
-    for job in jobs:
-        job.stop()
 
 
 def assert_same(got, want, path="state") -> None:
@@ -75,11 +58,13 @@ NOT_YET = {
         for m in sorted(MODES)
     ],
 )
-def test_corpus_script_survives_kill_thermal_drain_bit_identical(start, case, mode):
+def test_corpus_script_survives_kill_thermal_drain_bit_identical(start_transparent, case, mode):
     name, args, total, (kill_at, alarm_at, drain_at) = CORPUS[case]
     script, transparent = name + MODES[mode], mode == "transparent"
-    job = start("three", script, args + SLOW, 3, transparent)
-    baseline = start("baseline", script, args, 0, transparent)  # failure-free, alongside
+    job = start_transparent("three", script, args + SLOW, 3, transparent=transparent)
+    baseline = start_transparent(
+        "baseline", script, args, 0, transparent=transparent
+    )  # failure-free, alongside
 
     kill_alarm_drain(job, (kill_at, alarm_at, drain_at), ranks=(1, 0, 1))
     assert job.wait_done() == 0, job.output()
