@@ -15,17 +15,21 @@ would) and patches a few torch entry points:
   iteration and, at the last one, reduces all gradients (and the DDP modules' float buffers,
   averaged, as DDP keeps them in sync) in one flat buffer whose layout is fixed by parameter
   registration order: the agent's `FlatReducer`, with its pause flags and per-rank mirror. That
-  moment, the end of a step's backward, is the *step boundary*.
+  moment, the end of a step's backward, is the *step boundary*. A script without DDP that
+  all-reduces gradients itself has its boundary at the next `optimizer.step()` (a global
+  optimizer step pre-hook): the same reduction, over every registered parameter's `.grad`.
 * Constructors of `nn.Module`, optimizers, LR schedulers, `GradScaler`, `DataLoader` and its
   iterators record each object in creation order, so the agent can find the training state
-  itself, in the same order in every process.
+  itself, in the same order in every process; every module call from the script's own code
+  goes through `TransparentRun.module_call` (output shapes recorded, or faked: catch-up).
 
 At the first step boundary the agent collects that state (top-level modules, optimizers,
 schedulers, scalers; RNG streams and data-loader positions as per-rank state) into the same
 `Registry` model-aware mode uses, scans the script's globals and the locals of its frames for
 state it cannot capture (instances of the script's own classes holding tensors, iterators it
 cannot position) and reports them: a warning naming them, and `protected: false` with the names
-in the job's `job.started` event.
+in the job's `job.started` event. With `--checkpoint-every N` it saves that state as DCP at the
+boundary of every N-th step.
 
 Migration reuses the model-aware machinery (coordinator, transport, mirror) unchanged. What
 differs is how a process rejoins the script's control flow, which the agent cannot jump into:
@@ -33,11 +37,12 @@ differs is how a process rejoins the script's control flow, which the agent cann
 * A *survivor* (unplanned) or a *staying worker* (planned / pre-emptive) sits at a step
   boundary with its step's local gradients; after the group re-forms it simply runs that
   step's reduction again. Its state never needs restoring.
-* A *spare* runs the script from the start as its new rank, *replaying* the steps before the
-  resume step R without any communication (its updates are thrown away), checks at the
-  boundary of step R-1 that its per-rank state (RNG, data position) matches the mirror copy it
-  received (restoring it there if not), and loads the received model / optimizer / scheduler /
-  scaler state just before the forward of step R. From step R on it is that rank.
+* A *spare* runs the script from the start as its new rank and *catches up* to the resume step
+  R without the model's compute and without side effects (agent/catchup.py), takes the per-rank
+  state (RNG, data position) of the rank it replaces from the mirror copy it received at the
+  boundary of step R-1, and loads the received model / optimizer / scheduler / scaler state at
+  the next module call. From step R on it is that rank. After a rollback every rank is such a
+  process, catching up to the checkpoint's step.
 """
 
 from __future__ import annotations
