@@ -117,6 +117,9 @@ class Run:
         self._stepped = False
         self._step_began = 0.0
         self._recompute_ms = 0.0
+        # The generation of the group this process last resumed in, until it has told the
+        # coordinator that it started its first step there (job.resumed waits for that).
+        self._unannounced_generation: int | None = None
         self._commands: queue.Queue[dict] = queue.Queue()
         self.monitor = HealthMonitor.from_config(self.config.get("health", {}), self._alarm)
         threading.Thread(target=self._read_commands, daemon=True, name="yoco-reader").start()
@@ -192,6 +195,7 @@ class Run:
         self._await_coordinator(None)
         while True:
             while self.current_step < total:
+                self._announce_start()
                 self._stepped = False
                 self._step_began = time.perf_counter()
                 yield self.current_step
@@ -203,6 +207,7 @@ class Run:
                     self._await_coordinator("paused")
                 elif self._checkpoint_due():
                     self._checkpoint()
+            self._announce_start()  # nothing left to run: "finished" is its first step
             if self._await_coordinator("finished") == "done":
                 if isinstance(self.registry.data, LoaderPosition):
                     self.registry.data.close()  # its workers now, not at interpreter exit
@@ -337,6 +342,21 @@ class Run:
             elif kind == "coordinator_lost":
                 raise ChannelClosed("lost the yoco coordinator")
 
+    def _announce_start(self, steps_rerun: int = 0) -> None:
+        """Tell the coordinator, once per generation, that this process starts the first step
+        after a resume; `steps_rerun`: completed steps whose compute it ran again to get here."""
+        if self._unannounced_generation is None:
+            return
+        self.channel.send(
+            {
+                "type": "started",
+                "generation": self._unannounced_generation,
+                "step": self.current_step,
+                "steps_rerun": steps_rerun,
+            }
+        )
+        self._unannounced_generation = None
+
     def _report(self, report: str) -> None:
         self.channel.send(
             {
@@ -426,6 +446,7 @@ class Run:
             return False
         self._save_buffers()
         self.channel.send({"type": "resumed", "step": self.current_step})
+        self._unannounced_generation = command["generation"]
         return True
 
     def _sync_from_rank0(self) -> bool:

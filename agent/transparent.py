@@ -679,6 +679,7 @@ class TransparentRun(Run):
             flush=True,
         )
         self._step_began = time.perf_counter()
+        self._announce_start()  # no completed step's compute was run again: none lost
 
     def position_sampler(self, loader) -> None:
         """Catching up, about to create the iterator of the replaced rank's current epoch: put
@@ -818,6 +819,9 @@ class TransparentRun(Run):
             return False
         self.started = True
         self.channel.send({"type": "resumed", "step": self.current_step})
+        self._unannounced_generation = command["generation"]
+        if self.loaded:  # it goes on with its step now; a spare once it has caught up
+            self._announce_start()
         return True
 
     def finish(self) -> None:
@@ -826,6 +830,9 @@ class TransparentRun(Run):
             message = "the script ended without a training step (no DistributedDataParallel step)"
             self.channel.send({"type": "fatal", "message": message})
             return
+        # A spare that resumed after the last step caught up through the whole script (without
+        # the model's compute) and starts nothing.
+        self._announce_start()
         while self._await_coordinator("finished") != "done":
             pass
 

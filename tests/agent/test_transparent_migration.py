@@ -3,9 +3,14 @@ pre-emptive alarm and a planned drain, and end bit for bit where their failure-f
 
 from __future__ import annotations
 
+import os
+import signal
+import time
+
 import pytest
 
-from tests.agent.conftest import assert_bit_identical, incidents, kill_alarm_drain
+from tests.agent.conftest import assert_bit_identical, incidents
+from tests.agent.stall import StepSampler, assert_downtime_covers_stall
 
 pytestmark = pytest.mark.agent
 
@@ -25,8 +30,19 @@ def test_unmodified_script_survives_three_triggers_bit_identical(start_transpare
     job = start_transparent("three", script, args + SLOW, 3)
     baseline = start_transparent("baseline", script, args, 0)  # the failure-free run, alongside
 
-    kill_alarm_drain(job, (kill_at, alarm_at, drain_at), ranks=(1, 0, 1))
+    sampler = StepSampler(job)
+    job.wait_step(kill_at)
+    killed_at = time.time()
+    os.kill(job.worker_pid(1), signal.SIGKILL)  # unplanned
+    job.wait_for(lambda: len(job.events("job.resumed")) == 1, what="recovery from SIGKILL")
+    job.wait_step(alarm_at)
+    job.cli("inject", "thermal", "--rank", "0")  # pre-emptive
+    job.wait_for(lambda: len(job.events("job.resumed")) == 2, what="pre-emptive migration")
+    job.wait_step(drain_at)
+    job.cli("drain", "--rank", "1")  # planned
+    job.wait_for(lambda: len(job.events("job.resumed")) == 3, what="planned migration")
     assert job.wait_done() == 0, job.output()
+    sampler.stop()
     assert baseline.wait_done() == 0, baseline.output()
 
     states, expected = job.final_states(), baseline.final_states()
@@ -49,7 +65,10 @@ def test_unmodified_script_survives_three_triggers_bit_identical(start_transpare
         ], types
         triggers.add(events[0]["data"]["trigger"])
         assert events[1]["data"]["mode"] == "transparent"
+        # The spare caught up without the model's compute: nothing run again (issue 12).
         assert events[2]["data"]["steps_lost"] == 0
+        if events[0]["data"]["trigger"] == "unplanned":
+            assert_downtime_covers_stall(sampler, killed_at, events)
         assert events[2]["data"]["bytes"] > 0
     assert triggers == {"unplanned", "preemptive", "planned"}
     finished = job.events("job.finished")
