@@ -95,7 +95,7 @@ def measure(mode: str, hidden: int, layers: int, kill_steps: list[int]) -> list[
     command = [
         sys.executable, "-m", "agent.cli", "run", *flags, "--workers", "2",
         "--spares", str(len(kill_steps)), "--events", str(events), "--status-file", str(status),
-        "--heartbeat-timeout", "5", "--",
+        "--heartbeat-timeout", "5", "--join-timeout", "300", "--",
         sys.executable, __file__, f"{mode}-worker", str(hidden), str(layers),
     ]  # fmt: skip
     log = open(tmp / "launcher.log", "w")  # noqa: SIM115 - the launcher writes it
@@ -122,6 +122,8 @@ def _marked(marks: Path) -> list[tuple[int, float]]:
 def _kill_and_time(tmp: Path, kill_step: int, earlier: int) -> dict:
     marks, status, events = tmp / "steps.log", tmp / "status.json", tmp / "events.jsonl"
     while max((s for s, _ in _marked(marks)), default=-1) < kill_step - 1:
+        if "job failed" in (tmp / "launcher.log").read_text():
+            raise RuntimeError((tmp / "launcher.log").read_text()[-2000:])
         time.sleep(0.02)
     while True:  # a spare still importing torch would be measured too
         members = json.loads(status.read_text())["members"]
