@@ -177,48 +177,56 @@ def main() -> None:
     parser.add_argument("--steps", type=int, nargs="+", default=[10, 200, 1000])
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    params = sum(p.numel() for p in build(args.hidden, args.layers).parameters())
     modes = ("model_aware", "transparent")
     runs: dict[str, dict[int, list[dict]]] = {m: {s: [] for s in args.steps} for m in modes}
+    out = REPO / "bench" / "results" / "agent_modes.json"
     for repeat in range(args.repeats):
         for mode in modes if repeat % 2 == 0 else modes[::-1]:  # interleaved, both orders
             for result in measure(mode, args.hidden, args.layers, args.steps):
                 runs[mode][result["kill_step"]].append(result)
                 print(mode, result, flush=True)
+        # After every repeat of both modes: an interrupted run leaves what it measured.
+        results = summarize(runs, args.hidden, args.layers)
+        out.write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(results, indent=2))
+
+
+def summarize(runs: dict[str, dict[int, list[dict]]], hidden: int, layers: int) -> dict:
+    """runs: mode -> kill step -> measure()'s results."""
+    params = sum(p.numel() for p in build(hidden, layers).parameters())
+    steps = list(runs["transparent"])
+    repeats = min(len(measured) for by_step in runs.values() for measured in by_step.values())
     results = {
         "model": {
-            "kind": f"MLP {args.layers}x{args.hidden}, SGD + momentum",
+            "kind": f"MLP {layers}x{hidden}, SGD + momentum",
             "parameters": params,
             "state_bytes": 2 * 4 * params,
         },
         "machine": {"cores": os.cpu_count(), "torch": torch.__version__, "device": "cpu"},
         "setup": (
-            f"2 workers + {len(args.steps)} spares, SIGKILL of rank 1 after each of "
-            f"{args.steps} completed steps in one job, {args.repeats} jobs per mode, modes "
-            "interleaved; a shared 2-core machine with a load average of 15-30 from other "
-            "jobs, so single runs are noisy"
+            f"2 workers + {len(steps)} spares, SIGKILL of rank 1 after each of {steps} "
+            f"completed steps in one job, {repeats} jobs per mode, modes interleaved; a shared "
+            "2-core machine with a load average of 15-30 from other jobs, so single runs are "
+            "noisy"
         ),
     }
-    for mode in modes:
+    for mode, by_kill_step in runs.items():
         by_step, nbytes = {}, []
-        for kill_step, measured in runs[mode].items():
+        for kill_step, measured in by_kill_step.items():
             median, low, high = _spread([r["recovery_s"] for r in measured])
             by_step[str(kill_step)] = round(median, 3)
             by_step[f"{kill_step}_min"] = round(low, 3)
             by_step[f"{kill_step}_max"] = round(high, 3)
             nbytes += [r["bytes"] for r in measured]
-        results[mode] = {
-            "recovery_s_by_step": by_step,
-            "bytes": int(statistics.median(nbytes)),
-        }
+        results[mode] = {"recovery_s_by_step": by_step, "bytes": int(statistics.median(nbytes))}
         if mode == "transparent":  # the spare's catch-up, medians: wall and CPU seconds
             for index, name in enumerate(("catch_up_wall_s_by_step", "catch_up_cpu_s_by_step")):
                 results[mode][name] = {
                     str(step): round(statistics.median(r["catch_up_s"][index] for r in measured), 3)
-                    for step, measured in runs[mode].items()
+                    for step, measured in by_kill_step.items()
                     if all(r["catch_up_s"] for r in measured)
                 }
-    first, last = str(args.steps[0]), str(args.steps[-1])
+    first, last = str(steps[0]), str(steps[-1])
     t_first = results["transparent"]["recovery_s_by_step"][first]
     t_last = results["transparent"]["recovery_s_by_step"][last]
     m_last = results["model_aware"]["recovery_s_by_step"][last]
@@ -234,9 +242,7 @@ def main() -> None:
             "met": t_last <= 3 * m_last + 0.5,
         },
     }
-    out = REPO / "bench" / "results" / "agent_modes.json"
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results, indent=2))
+    return results
 
 
 if __name__ == "__main__":
