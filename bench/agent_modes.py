@@ -3,8 +3,9 @@ Writes bench/results/agent_modes.json.
 
     .venv/bin/python bench/agent_modes.py [--hidden 512] [--steps 10 200 1000] [--repeats 5]
 
-For every kill step and repeat, each mode in turn: 2 workers + 1 spare under the real launcher,
-SIGKILL rank 1 after that many completed steps, and measure
+For every repeat, each mode in turn: 2 workers + one spare per kill step under the real
+launcher; SIGKILL rank 1 after each kill step's number of completed steps (the next kill once
+the job runs again), and measure
 * recovery_s: SIGKILL -> the next completed step anywhere in the job (steps are marked by the
   training script itself, right after the optimizer update; a survivor cannot complete a step
   before the spare has joined its all-reduce),
@@ -85,60 +86,78 @@ def transparent_worker(hidden: int, layers: int) -> None:
         time.sleep(STEP_SLEEP_S)
 
 
-def measure(mode: str, hidden: int, layers: int, kill_step: int) -> dict:
+def measure(mode: str, hidden: int, layers: int, kill_steps: list[int]) -> list[dict]:
+    """One job, killed once at each of `kill_steps` (a fresh parked spare each time)."""
     tmp = Path(tempfile.mkdtemp(prefix=f"yoco-modes-{mode}-"))
     marks, status, events = tmp / "steps.log", tmp / "status.json", tmp / "events.jsonl"
     env = dict(os.environ, PYTHONPATH=str(REPO), YOCO_BENCH_MARKS=str(marks))
     flags = ["--transparent"] if mode == "transparent" else []
     command = [
-        sys.executable, "-m", "agent.cli", "run", *flags, "--workers", "2", "--spares", "1",
-        "--events", str(events), "--status-file", str(status), "--heartbeat-timeout", "5", "--",
+        sys.executable, "-m", "agent.cli", "run", *flags, "--workers", "2",
+        "--spares", str(len(kill_steps)), "--events", str(events), "--status-file", str(status),
+        "--heartbeat-timeout", "5", "--join-timeout", "300", "--",
         sys.executable, __file__, f"{mode}-worker", str(hidden), str(layers),
     ]  # fmt: skip
     log = open(tmp / "launcher.log", "w")  # noqa: SIM115 - the launcher writes it
     launcher = subprocess.Popen(command, cwd=REPO, env=env, start_new_session=True,
                                 stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+    results = []
     try:
-        while not (marks.exists() and len(marks.read_text().split()) >= 2 * kill_step):
-            time.sleep(0.02)
-        while True:  # a spare still importing torch would be measured too
-            members = json.loads(status.read_text())["members"]
-            if any(m["role"] == "spare" and m["ready"] for m in members):
-                break
-            time.sleep(0.02)
-        pid = next(m["pid"] for m in members if m["role"] == "worker" and m["rank"] == 1)
-        killed = time.time()
-        os.kill(pid, signal.SIGKILL)
-        while True:
-            completed = [
-                json.loads(line) for line in
-                (events.read_text() if events.exists() else "").splitlines()
-                if "migration.completed" in line
-            ]  # fmt: skip
-            if completed:
-                resumed = completed[0]["data"]["resumed_step"]
-                marked = [x.split(",") for x in marks.read_text().split() if x]
-                after = [float(t) for step, t in marked if int(step) == resumed]
-                if after:  # the resume step, completed (every rank, the spare included)
-                    recovery = min(after) - killed
-                    break
-            time.sleep(0.02)
-        # Transparent mode: the spare's own account of its catch-up (wall and CPU seconds).
-        caught_up = re.search(
-            r"caught up \d+ steps in ([\d.]+) s \(([\d.]+) s CPU\)",
-            (tmp / "launcher.log").read_text(),
-        )
-        return {
-            "catch_up_s": [float(caught_up[1]), float(caught_up[2])] if caught_up else None,
-            "bytes": completed[0]["data"]["bytes"],
-            "recovery_s": round(recovery, 3),
-            "kill_step": kill_step,
-            "migration_ms": completed[0]["data"]["duration_ms"],
-        }
+        for kill_step in kill_steps:
+            results.append(_kill_and_time(tmp, kill_step, len(results)))
+        return results
     finally:
         os.killpg(launcher.pid, signal.SIGKILL)
         launcher.wait()
         kill_listed_processes(status)
+
+
+def _marked(marks: Path) -> list[tuple[int, float]]:
+    """(step, time) marks; a line still being written is skipped."""
+    text = marks.read_text() if marks.exists() else ""
+    pairs = [x.split(",") for x in text.split()]
+    return [(int(p[0]), float(p[1])) for p in pairs if len(p) == 2 and p[1].count(".") == 1]
+
+
+def _kill_and_time(tmp: Path, kill_step: int, earlier: int) -> dict:
+    marks, status, events = tmp / "steps.log", tmp / "status.json", tmp / "events.jsonl"
+    while max((s for s, _ in _marked(marks)), default=-1) < kill_step - 1:
+        if "job failed" in (tmp / "launcher.log").read_text():
+            raise RuntimeError((tmp / "launcher.log").read_text()[-2000:])
+        time.sleep(0.02)
+    while True:  # a spare still importing torch would be measured too
+        members = json.loads(status.read_text())["members"]
+        if any(m["role"] == "spare" and m["ready"] for m in members):
+            break
+        time.sleep(0.02)
+    pid = next(m["pid"] for m in members if m["role"] == "worker" and m["rank"] == 1)
+    killed = time.time()
+    os.kill(pid, signal.SIGKILL)
+    while True:
+        completed = [
+            json.loads(line) for line in
+            (events.read_text() if events.exists() else "").splitlines()
+            if "migration.completed" in line
+        ]  # fmt: skip
+        if len(completed) > earlier:
+            resumed = completed[earlier]["data"]["resumed_step"]
+            after = [t for s, t in _marked(marks) if s == resumed and t > killed]
+            if after:  # the resume step, completed (every rank, the spare included)
+                recovery = min(after) - killed
+                break
+        time.sleep(0.02)
+    # Transparent mode: the spare's own account of its catch-up (wall and CPU seconds).
+    caught_up = re.findall(
+        r"caught up \d+ steps in ([\d.]+) s \(([\d.]+) s CPU\)",
+        (tmp / "launcher.log").read_text(),
+    )
+    return {
+        "catch_up_s": [float(x) for x in caught_up[earlier]] if len(caught_up) > earlier else None,
+        "bytes": completed[earlier]["data"]["bytes"],
+        "recovery_s": round(recovery, 3),
+        "kill_step": kill_step,
+        "migration_ms": completed[earlier]["data"]["duration_ms"],
+    }
 
 
 def _spread(values: list[float]) -> tuple[float, float, float]:
