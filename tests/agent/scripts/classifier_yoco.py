@@ -74,10 +74,11 @@ def train_one_step(model, criterion, run, i, epoch, args):
     output = model(image)
     loss = criterion(output, target)
     loss.backward()
-    run.step()
+    stepped = run.step()  # False: abandoned (a peer failed), and yielded again
     if i % 10 == 0 and run.rank == 0:
         print(f"Epoch: [{epoch}] [{i}] loss {loss.item():.4f}", flush=True)
     time.sleep(args.step_sleep)
+    return stepped
 
 
 def main(args):
@@ -110,8 +111,8 @@ def main(args):
     steps_per_epoch = len(data_loader)
     for step in run.steps(args.epochs * steps_per_epoch):
         epoch, i = divmod(step, steps_per_epoch)
-        train_one_step(model, criterion, run, i, epoch, args)
-        if i == steps_per_epoch - 1:
+        stepped = train_one_step(model, criterion, run, i, epoch, args)
+        if stepped and i == steps_per_epoch - 1:
             lr_scheduler.step()
 
     if args.out:

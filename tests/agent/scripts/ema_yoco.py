@@ -53,8 +53,8 @@ def main():
         x, y = run.next_batch()
         loss = F.mse_loss(model(x), y)
         loss.backward()
-        run.step()
-        ema_model.update_parameters(model)
+        if run.step():  # False: abandoned (a peer failed), and yielded again
+            ema_model.update_parameters(model)
         time.sleep(args.step_sleep)
         if run.rank == 0 and (step + 1) % len(loader) == 0:
             print(f"epoch {step // len(loader)} loss {loss.item():.4f}", flush=True)

@@ -70,7 +70,8 @@ def main():
     val_data = batchify(stream[2000:2400], 12)
     train_sampler = DistributedSampler(train_data, run.world_size, rank, seed=1111)
     train_loader = DataLoader(train_data, batch_size=8, sampler=train_sampler)
-    val_loader = DataLoader(val_data, batch_size=16)
+    # Evaluated after run.step(): its iterators must not draw from the global torch RNG.
+    val_loader = DataLoader(val_data, batch_size=16, generator=torch.Generator())
 
     model = RNNModel(ntokens, 16, 32)
     criterion = nn.CrossEntropyLoss()
@@ -88,8 +89,8 @@ def main():
         loss = criterion(output.view(-1, ntokens), targets.reshape(-1))
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
-        run.step()
-        if (step + 1) % args.eval_interval == 0:
+        stepped = run.step()  # False: abandoned (a peer failed), and yielded again
+        if stepped and (step + 1) % args.eval_interval == 0:
             val_loss = evaluate(model, val_loader, criterion, ntokens)
             scheduler.step(val_loss)
             if run.rank == 0:
