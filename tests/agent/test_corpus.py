@@ -44,8 +44,8 @@ def assert_same(got, want, path="state") -> None:
 
 NOT_YET = {
     ("nanogpt", "transparent"): "after its migrations nanogpt.py under transparent mode ends "
-    "with other weights than its failure-free run; cause not found yet (transparent catch-up "
-    "is being replaced, issue 12)"
+    "with other weights than its failure-free run, with the catch-up without recompute as "
+    "before it; cause not found yet"
 }
 
 
