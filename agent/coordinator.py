@@ -593,8 +593,8 @@ class Coordinator:
         self._report_running(max(s["at"] for s in starts))
 
     def _report_running(self, at: float) -> None:
-        """Training runs again since `at`: close every recovered incident. A completed step the
-        target ran again to get there (transparent mode's replay) is a step lost."""
+        """Training runs again since `at`: close every recovered incident. A completed step whose
+        compute the target ran again to get there is a step lost."""
         awaiting, self._awaiting_start = self._awaiting_start, []
         for failure in awaiting:
             if failure.completion is not None:
@@ -852,14 +852,22 @@ class Coordinator:
             f"{restore_step}",
             flush=True,
         )
+        if resume_step is None:  # nobody survived to say; the last heartbeats tell
+            resume_step = max(m.step for m in self.members if m.rank is not None)
         for failure in failures:
             if failure.member.alive:
                 failure.member.role = "retired"
                 self._send(failure.member, {"type": "retire"})
             target = failure.target or self._cold_process()
             target.role, target.rank = "worker", failure.rank
-        if resume_step is None:  # nobody survived to say; the last heartbeats tell
-            resume_step = max(m.step for m in self.members if m.rank is not None)
+        if s.mode == "transparent":
+            # An unmodified script cannot be moved back to a step inside a running process:
+            # every rank restarts it on a fresh one, which catches up to the checkpoint's step.
+            for member in [m for m in self._workers() if m.rank not in {f.rank for f in failures}]:
+                member.role = "retired"
+                self._send(member, {"type": "retire"})
+                target = self._cold_process()
+                target.role, target.rank = "worker", member.rank
         restore = {m.rank: "checkpoint" for m in self._workers()}
         if not self._resume_all(restore, restore_step):
             self._recover(self._new_failures())

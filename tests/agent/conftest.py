@@ -64,6 +64,31 @@ def start_job(tmp_path):
         job.stop()
 
 
+@pytest.fixture
+def start_transparent(tmp_path):
+    """start_transparent(name, script, script_args, spares, extra=(), transparent=True): a
+    2-worker job running a script from tests/agent/scripts (unmodified under --transparent, or a
+    model-aware one), stopped when the test ends."""
+    from tests.agent.transparent_job import TransparentJob  # it builds on this module
+
+    jobs: list[Job] = []
+
+    def start(
+        name: str, script: str, args, spares: int, extra=(), transparent=True
+    ) -> TransparentJob:
+        directory = tmp_path / name
+        directory.mkdir()
+        job = TransparentJob(
+            directory, script, 2, spares, list(args), list(extra), transparent=transparent
+        )
+        jobs.append(job)
+        return job
+
+    yield start
+    for job in jobs:
+        job.stop()
+
+
 @pytest.fixture(scope="session")
 def baseline(tmp_path_factory) -> list[dict]:
     """The failure-free run every migration test must reproduce bit for bit."""

@@ -13,14 +13,21 @@ SCRIPTS = REPO / "tests/agent/scripts"
 
 class TransparentJob(Job):
     def __init__(
-        self, tmp: Path, script: str, workers: int, spares: int, script_args, transparent=True
+        self,
+        tmp: Path,
+        script: str,
+        workers: int,
+        spares: int,
+        script_args,
+        extra=(),
+        transparent=True,
     ):
         command = [
             PYTHON, "-m", "agent.cli", "run", *(["--transparent"] if transparent else []),
             "--workers", str(workers),
             "--spares", str(spares), "--events", str(tmp / "events.jsonl"), "--status-file",
             str(tmp / "status.json"), "--cluster", "ci", "--job", tmp.name, "--join-timeout", "120",
-            "--heartbeat-timeout", "3", "--", PYTHON, str(SCRIPTS / script), *script_args,
+            "--heartbeat-timeout", "3", *extra, "--", PYTHON, str(SCRIPTS / script), *script_args,
             "--out", str(tmp / "out"),
         ]  # fmt: skip
         # Job's own __init__ runs the example GPT; the harness underneath runs this command.
