@@ -30,6 +30,7 @@ import torch.distributed as dist
 
 from agent import checkpoint
 from agent.advice import NO_LIVE_COPY, NO_SPARE, has_checkpoint_fallback, no_live_recovery
+from agent.devices import group_backend
 from agent.events import EventFactory, new_incident_id
 from agent.protocol import Channel, ChannelClosed
 from agent.reporter import EventSink
@@ -804,6 +805,7 @@ class Coordinator:
     def _resume_all(self, restore: dict[int, str], step: int, checkpoint_step=None) -> bool:
         self.generation += 1
         workers = self._workers()
+        backend = group_backend([(m.node, m.device) for m in workers])
         for member in workers:
             member.report = None
             self._send(
@@ -816,6 +818,7 @@ class Coordinator:
                     "step": step,
                     "restore": restore[member.rank],
                     "slot_bytes": self.slot_bytes,
+                    "backend": backend,
                 },
             )
 

@@ -57,7 +57,7 @@ import torch.distributed as dist
 from torch import nn
 
 from agent.protocol import ChannelClosed, error_text
-from agent.reducer import FlatReducer, _wait
+from agent.reducer import FlatReducer
 from agent.runtime import Run, _bytes_tensor, attach
 from agent.state import Registry, decode_per_rank, encode_per_rank
 from agent.transport import pair_group, recv_state, send_state
@@ -591,7 +591,7 @@ class TransparentRun(Run):
         self.rank = command["rank"]
         self.world_size = command["world_size"]
         self.role = "worker"
-        self.group = self._form_group(command["generation"])
+        self.group = self._form_group(command["generation"], command["backend"])
         if self.reducer is None or self.reducer.world_size != self.world_size:
             flat = nn.Parameter(torch.zeros(1).expand(self.total_numel))
             self.reducer = FlatReducer([flat], self.world_size, command["slot_bytes"])
@@ -616,26 +616,6 @@ class TransparentRun(Run):
         self._unannounced_generation = command["generation"]
         if self.loaded:  # it goes on with its step now; a spare once it has replayed
             self._announce_start()
-        return True
-
-    def _sync_from_rank0(self) -> bool:
-        """What DDP's constructor does: every rank starts from rank 0's parameters and buffers."""
-        tensors = [
-            t
-            for m in self.registry.models
-            for t in m.state_dict().values()
-            if t.is_floating_point()
-        ]
-        if not tensors:
-            return True
-        flat = torch.cat([t.detach().reshape(-1).float() for t in tensors])
-        if not _wait(self.group.broadcast([flat], dist.BroadcastOptions()), self._abort):
-            return False
-        offset = 0
-        with torch.no_grad():
-            for t in tensors:
-                t.copy_(flat[offset : offset + t.numel()].view_as(t).to(t.dtype))
-                offset += t.numel()
         return True
 
     def finish(self) -> None:

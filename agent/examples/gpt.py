@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import time
 from pathlib import Path
 
@@ -80,11 +81,21 @@ def parse_args() -> argparse.Namespace:
     add_model_args(p)
     p.add_argument("--step-sleep", type=float, default=0.0, help="seconds; slows demos down")
     p.add_argument("--out", type=Path, help="write each rank's final state here")
+    p.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="deterministic kernels only (GPU runs compared bit for bit; bench/gpu_check.py)",
+    )
+    p.add_argument("--marks", type=Path, help="append `step,unix time` per completed step")
     return p.parse_args()
 
 
 def main() -> None:
     args = parse_args()
+    if args.deterministic:
+        # cuBLAS reads this when it first creates a handle, i.e. at the first matmul.
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True)
     run = agent.attach()
     torch.manual_seed(args.seed)  # same initial weights on every rank and spare
     model = GPT(args.vocab, args.seq, args.dim, args.heads, args.layers, args.dropout)
@@ -95,17 +106,21 @@ def main() -> None:
         optimizer,
         lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * s / args.steps)),
     )
-    # A spare has no rank yet; the data position it receives carries the rank it takes over.
-    data = SyntheticTokens(args.seed, run.rank or 0, args.batch, args.seq, args.vocab)
+    # A spare has no rank yet: it builds as rank 0 and, taking a rank over, receives that rank's
+    # data position and RNG streams (registered state), so nothing of rank 0's is left.
+    rank = 0 if run.is_spare else run.rank
+    data = SyntheticTokens(args.seed, rank, args.batch, args.seq, args.vocab)
     # Dropout draws from the global RNG; seed it per rank so ranks differ, reproducibly.
-    torch.manual_seed(args.seed * 7919 + (run.rank or 0))
+    torch.manual_seed(args.seed * 7919 + rank)
     run.register(model=model, optimizer=optimizer, scheduler=scheduler, data=data)
 
     for step in run.steps(args.steps):
         inputs, targets = data.next_batch()
         loss = model(inputs.to(run.device), targets.to(run.device))
         loss.backward()
-        run.step()
+        if run.step() and args.marks:
+            with open(args.marks, "a") as marks:
+                marks.write(f"{step},{time.time()}\n")
         if run.rank == 0 and step % 20 == 0:
             print(f"step {step} loss {loss.item():.4f}", flush=True)
         if args.step_sleep:

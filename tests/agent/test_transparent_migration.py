@@ -3,13 +3,9 @@ pre-emptive alarm and a planned drain, and end bit for bit where their failure-f
 
 from __future__ import annotations
 
-import os
-import signal
-import time
-
 import pytest
 
-from tests.agent.conftest import assert_bit_identical, incidents
+from tests.agent.conftest import assert_bit_identical, incidents, kill_alarm_drain
 from tests.agent.stall import StepSampler, assert_downtime_covers_stall
 from tests.agent.transparent_job import TransparentJob
 
@@ -47,16 +43,7 @@ def test_unmodified_script_survives_three_triggers_bit_identical(start, case):
     baseline = start("baseline", script, args, 0)  # the failure-free run, alongside
 
     sampler = StepSampler(job)
-    job.wait_step(kill_at)
-    killed_at = time.time()
-    os.kill(job.worker_pid(1), signal.SIGKILL)  # unplanned
-    job.wait_for(lambda: len(job.events("job.resumed")) == 1, what="recovery from SIGKILL")
-    job.wait_step(alarm_at)
-    job.cli("inject", "thermal", "--rank", "0")  # pre-emptive
-    job.wait_for(lambda: len(job.events("job.resumed")) == 2, what="pre-emptive migration")
-    job.wait_step(drain_at)
-    job.cli("drain", "--rank", "1")  # planned
-    job.wait_for(lambda: len(job.events("job.resumed")) == 3, what="planned migration")
+    killed_at = kill_alarm_drain(job, (kill_at, alarm_at, drain_at), ranks=(1, 0, 1))
     assert job.wait_done() == 0, job.output()
     sampler.stop()
     assert baseline.wait_done() == 0, baseline.output()
