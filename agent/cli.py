@@ -145,7 +145,8 @@ def run(
     heartbeat_timeout: Annotated[float, typer.Option(help="seconds")] = 1.0,
     join_timeout: Annotated[float, typer.Option(help="seconds")] = 60.0,
     checkpoint_dir: Annotated[
-        Path | None, typer.Option(help="fallback checkpoints (DCP) go here")
+        Path | None,
+        typer.Option(help="fallback checkpoints (DCP) go here (model-aware mode only)"),
     ] = None,
     checkpoint_every: Annotated[int, typer.Option(help="steps (0: never)")] = 0,
     respawn: Annotated[
