@@ -3,9 +3,9 @@ the mode the job runs in. One place, so no message advises an option the mode ig
 
 from __future__ import annotations
 
-# Modes whose workers can roll back to a checkpoint (transparent mode cannot restart an
-# unmodified script at a checkpointed step).
-CHECKPOINT_FALLBACK_MODES = frozenset({"model_aware"})
+# Modes whose workers can roll back to a checkpoint: both (transparent mode restarts every rank
+# of the unmodified script on a fresh process, which catches up to the checkpointed step).
+CHECKPOINT_FALLBACK_MODES = frozenset({"model_aware", "transparent"})
 
 # Why live recovery was impossible.
 NO_SPARE = "no spare left"
@@ -20,13 +20,7 @@ def no_live_recovery(mode: str, reason: str, checkpoint_dir: str | None) -> str:
     """The job-failed message when live recovery is impossible for `reason` and no checkpoint
     could be restored."""
     if not has_checkpoint_fallback(mode):
-        help_ = "transparent mode has no checkpoint fallback (it cannot roll an unmodified script "
-        help_ += "back to a step)"
-        if reason == NO_SPARE:
-            help_ += "; start more standby spares (--spares)"
-        elif reason != NO_LIVE_COPY:
-            help_ += "; model-aware mode with --checkpoint-dir would have rolled back instead"
-        return f"live recovery impossible ({reason}): {help_}"
+        return f"live recovery impossible ({reason}) and {mode} mode has no checkpoint fallback"
     if checkpoint_dir:
         help_ = f"and no complete checkpoint in {checkpoint_dir} yet to fall back to"
     else:

@@ -11,7 +11,13 @@ import time
 from pathlib import Path
 from typing import Annotated
 
-import typer
+try:
+    import typer
+except ImportError:  # a host with torch only: say what runs there instead
+    sys.exit(
+        "yoco-agent's command line needs typer and rich (pip install -e '.[agent]'). Without "
+        "them a local job runs with: python -m agent.launcher --workers N --spares S -- COMMAND"
+    )
 
 app = typer.Typer(
     help=(
@@ -139,7 +145,8 @@ def run(
     heartbeat_timeout: Annotated[float, typer.Option(help="seconds")] = 1.0,
     join_timeout: Annotated[float, typer.Option(help="seconds")] = 60.0,
     checkpoint_dir: Annotated[
-        Path | None, typer.Option(help="fallback checkpoints (DCP) go here")
+        Path | None,
+        typer.Option(help="fallback checkpoints (DCP) go here (model-aware mode only)"),
     ] = None,
     checkpoint_every: Annotated[int, typer.Option(help="steps (0: never)")] = 0,
     respawn: Annotated[
@@ -165,7 +172,7 @@ def run(
     Example: `yoco-agent run --workers 4 --spares 2 --cluster acme-east --platform
     https://yoco.example.com -- python train.py`
     """
-    from agent.launcher import LocalProcesses
+    from agent.launcher import LocalProcesses, run_local_job
 
     _logging()
     command = list(ctx.args)
@@ -179,7 +186,7 @@ def run(
             processes.start()
         codes = [p.wait() for p in processes.processes]
         raise typer.Exit(max(codes))
-    coordinator = _coordinator(
+    outcome = run_local_job(
         _settings(
             workers,
             cluster,
@@ -202,7 +209,7 @@ def run(
         workers + spares,
         respawn,
     )
-    raise typer.Exit(0 if coordinator == "completed" else 1)
+    raise typer.Exit(0 if outcome == "completed" else 1)
 
 
 def _health(config: Path | None) -> dict:
@@ -211,36 +218,6 @@ def _health(config: Path | None) -> dict:
     from agent.policy import load_thresholds
 
     return {"thresholds": asdict(load_thresholds(config))}
-
-
-def _coordinator(settings, sink, command: list[str], processes: int, respawn: bool):
-    from agent.coordinator import Coordinator
-    from agent.launcher import LocalProcesses
-
-    local = LocalProcesses(command, "") if command else None
-    coordinator = Coordinator(
-        settings,
-        sink,
-        spawn=local.start if (local and respawn) else None,
-        kill=local.kill if local else None,
-    )
-    print(f"yoco agent: coordinator at {coordinator.address}", flush=True)
-    if local is not None:
-        local.coordinator = coordinator.address
-        local.on_exit = coordinator.process_exited
-        for _ in range(processes):
-            local.start()
-    status = "failed"
-    try:
-        status = coordinator.run()
-    finally:
-        if local is not None and status == "completed":
-            local.wait_all(timeout_s=60)  # workers may still be saving their results
-        elif local is not None:
-            local.stop_all()
-        sink.close()
-    print(f"yoco agent: job {status}", flush=True)
-    return status
 
 
 @app.command()
@@ -263,8 +240,10 @@ def coordinator(
     checkpoint_every: Annotated[int, typer.Option(help="steps (0: never)")] = 0,
 ):
     """Run only the coordinator; nodes join it with `run --connect HOST:PORT` (multi-node)."""
+    from agent.launcher import run_local_job
+
     _logging()
-    status = _coordinator(
+    status = run_local_job(
         _settings(
             workers,
             cluster,
@@ -287,13 +266,9 @@ def coordinator(
 
 
 def _request(address: str, request: dict) -> dict:
-    from agent.protocol import Channel
+    from agent.protocol import control_request
 
-    channel = Channel.connect(address, timeout_s=5)
-    try:
-        reply = channel.request(request)
-    finally:
-        channel.close()
+    reply = control_request(address, request)
     if not reply.get("ok"):
         typer.echo(f"error: {reply.get('error')}", err=True)
         raise typer.Exit(1)

@@ -30,6 +30,7 @@ import torch.distributed as dist
 
 from agent import checkpoint
 from agent.advice import NO_LIVE_COPY, NO_SPARE, has_checkpoint_fallback, no_live_recovery
+from agent.devices import group_backend
 from agent.events import EventFactory, new_incident_id
 from agent.protocol import Channel, ChannelClosed
 from agent.reporter import EventSink
@@ -592,8 +593,8 @@ class Coordinator:
         self._report_running(max(s["at"] for s in starts))
 
     def _report_running(self, at: float) -> None:
-        """Training runs again since `at`: close every recovered incident. A completed step the
-        target ran again to get there (transparent mode's replay) is a step lost."""
+        """Training runs again since `at`: close every recovered incident. A completed step whose
+        compute the target ran again to get there is a step lost."""
         awaiting, self._awaiting_start = self._awaiting_start, []
         for failure in awaiting:
             if failure.completion is not None:
@@ -804,6 +805,7 @@ class Coordinator:
     def _resume_all(self, restore: dict[int, str], step: int, checkpoint_step=None) -> bool:
         self.generation += 1
         workers = self._workers()
+        backend = group_backend([(m.node, m.device) for m in workers])
         for member in workers:
             member.report = None
             self._send(
@@ -816,6 +818,7 @@ class Coordinator:
                     "step": step,
                     "restore": restore[member.rank],
                     "slot_bytes": self.slot_bytes,
+                    "backend": backend,
                 },
             )
 
@@ -849,14 +852,22 @@ class Coordinator:
             f"{restore_step}",
             flush=True,
         )
+        if resume_step is None:  # nobody survived to say; the last heartbeats tell
+            resume_step = max(m.step for m in self.members if m.rank is not None)
         for failure in failures:
             if failure.member.alive:
                 failure.member.role = "retired"
                 self._send(failure.member, {"type": "retire"})
             target = failure.target or self._cold_process()
             target.role, target.rank = "worker", failure.rank
-        if resume_step is None:  # nobody survived to say; the last heartbeats tell
-            resume_step = max(m.step for m in self.members if m.rank is not None)
+        if s.mode == "transparent":
+            # An unmodified script cannot be moved back to a step inside a running process:
+            # every rank restarts it on a fresh one, which catches up to the checkpoint's step.
+            for member in [m for m in self._workers() if m.rank not in {f.rank for f in failures}]:
+                member.role = "retired"
+                self._send(member, {"type": "retire"})
+                target = self._cold_process()
+                target.role, target.rank = "worker", member.rank
         restore = {m.rank: "checkpoint" for m in self._workers()}
         if not self._resume_all(restore, restore_step):
             self._recover(self._new_failures())

@@ -3,10 +3,17 @@
 `yoco-agent run` on a single machine: this launcher starts the coordinator in-process, then N
 workers and S spares. On several machines each node runs a launcher pointed at one coordinator
 (see docs/agent.md); which process becomes which rank is the coordinator's choice.
+
+Where the operator's command line (typer, rich) is not installed, e.g. a GPU host with only
+torch, the same local job runs from a checkout with this module alone:
+
+    PYTHONPATH=. python3 -m agent.launcher --workers 2 --spares 1 --events ev.jsonl -- \
+        python3 agent/examples/gpt.py --steps 100
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -104,3 +111,77 @@ class LocalProcesses:
                 self.kill(process.pid)
         for process in self.processes:
             process.wait()
+
+
+def run_local_job(settings, sink, command: list[str], processes: int, respawn: bool) -> str:
+    """`yoco-agent run` (and `coordinator`, with no command): a coordinator in this process and
+    `processes` local processes running `command`, until the job ends; its job.finished status.
+    Needs only torch and the standard library, like everything a job runs."""
+    from agent.coordinator import Coordinator
+
+    local = LocalProcesses(command, "") if command else None
+    coordinator = Coordinator(
+        settings,
+        sink,
+        spawn=local.start if (local and respawn) else None,
+        kill=local.kill if local else None,
+    )
+    print(f"yoco agent: coordinator at {coordinator.address}", flush=True)
+    if local is not None:
+        local.coordinator = coordinator.address
+        local.on_exit = coordinator.process_exited
+        for _ in range(processes):
+            local.start()
+    status = "failed"
+    try:
+        status = coordinator.run()
+    finally:
+        if local is not None and status == "completed":
+            local.wait_all(timeout_s=60)  # workers may still be saving their results
+        elif local is not None:
+            local.stop_all()
+        sink.close()
+    print(f"yoco agent: job {status}", flush=True)
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    """A local job with the standard library alone: the options of `yoco-agent run` a job
+    needs to run and be observed; events go to a JSONL file."""
+    from agent.coordinator import Settings
+    from agent.reporter import JsonlSink
+
+    argv = sys.argv[1:] if argv is None else argv
+    split = argv.index("--") if "--" in argv else len(argv)
+    parser = argparse.ArgumentParser(
+        prog="python -m agent.launcher",
+        description=main.__doc__,
+        usage="%(prog)s [OPTIONS] -- COMMAND",
+    )
+    parser.add_argument("--workers", type=int, default=1, help="world size")
+    parser.add_argument("--spares", type=int, default=0, help="standby processes")
+    parser.add_argument("--events", default="yoco-events.jsonl", help="JSONL event log")
+    parser.add_argument("--status-file", help="JSON snapshot of the job, kept current")
+    parser.add_argument("--cluster", default="local")
+    parser.add_argument("--job", default=f"job-{os.getpid()}")
+    parser.add_argument("--heartbeat-timeout", type=float, default=1.0, help="seconds")
+    parser.add_argument("--join-timeout", type=float, default=60.0, help="seconds")
+    args = parser.parse_args(argv[:split])
+    command = argv[split + 1 :]
+    settings = Settings(
+        world_size=args.workers,
+        host="127.0.0.1",
+        cluster=args.cluster,
+        job=args.job,
+        heartbeat_timeout_s=args.heartbeat_timeout,
+        join_timeout_s=args.join_timeout,
+        status_file=args.status_file,
+    )
+    outcome = run_local_job(
+        settings, JsonlSink(args.events), command, args.workers + args.spares, respawn=True
+    )
+    return 0 if outcome == "completed" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

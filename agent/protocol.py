@@ -74,6 +74,16 @@ class Channel:
             pass
 
 
+def control_request(address: str, request: dict) -> dict:
+    """One operator request (status, drain, inject) to a coordinator's control port, and its
+    reply."""
+    channel = Channel.connect(address, timeout_s=5)
+    try:
+        return channel.request(request)
+    finally:
+        channel.close()
+
+
 def split_address(address: str) -> tuple[str, int]:
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():

@@ -419,7 +419,7 @@ class Run:
             # Redo the abandoned step exactly: RNG and data position as they were at its start,
             # which is this rank's own slot of the mirror from the last completed all-reduce.
             self.registry.load_per_rank_state(decode_per_rank(self.reducer.mirror_of(self.rank)))
-        self.group = self._form_group(command["generation"])
+        self.group = self._form_group(command["generation"], command["backend"])
         if self.reducer is None:
             self.reducer = self._new_reducer(command["slot_bytes"])
         else:
@@ -467,10 +467,12 @@ class Run:
             self.registry.extras[name].load_state_dict(state)
         return True
 
-    def _form_group(self, generation: int) -> dist.ProcessGroup:
+    def _form_group(self, generation: int, backend: str) -> dist.ProcessGroup:
+        """`backend`: the coordinator's choice (devices.group_backend): NCCL only when every
+        rank has a GPU of its own."""
         store = dist.PrefixStore(f"pg/{generation}/", self.store)
         timeout = datetime.timedelta(seconds=self.config["collective_timeout_s"])
-        if torch.cuda.is_available():
+        if backend == "nccl":
             options = dist.ProcessGroupNCCL.Options()
             options._timeout = timeout
             return dist.ProcessGroupNCCL(store, self.rank, self.world_size, options)

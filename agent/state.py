@@ -25,8 +25,13 @@ class Stateful(Protocol):
 
 def as_bytes(tensor: torch.Tensor) -> torch.Tensor:
     """A flat uint8 view of a contiguous tensor's storage, whatever its dtype (a copy for a
-    non-contiguous tensor, or a lazily conjugated / negated view)."""
-    return tensor.detach().resolve_conj().resolve_neg().reshape(-1).view(torch.uint8)
+    non-contiguous or expanded tensor, or a lazily conjugated / negated view)."""
+    if tensor.numel() == 0:  # may carry any strides, which view() refuses
+        return torch.empty(0, dtype=torch.uint8)
+    flat = tensor.detach().resolve_conj().resolve_neg().reshape(-1)
+    if flat.stride(0) != 1:  # a non-contiguous or expanded tensor, or a 1-element slice
+        flat = torch.empty(flat.shape, dtype=flat.dtype, device=flat.device).copy_(flat)
+    return flat.view(torch.uint8)
 
 
 _BLOCK_WORDS = 64

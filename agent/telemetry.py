@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import asdict
@@ -31,40 +32,73 @@ class Source(Protocol):
 
 
 class NvmlSource:
-    """One GPU through NVML (nvidia-ml-py). Every query is guarded: drivers differ in what
-    they support, and a missing counter must not stop the others."""
+    """One GPU through NVML (nvidia-ml-py). Every query is guarded: drivers and nvidia-ml-py
+    versions differ in what they support (and in some functions' names), and a missing counter
+    must not stop the others."""
 
-    def __init__(self, index: int):
+    def __init__(self, handle):
         import pynvml
 
         self.nvml = pynvml
-        pynvml.nvmlInit()
-        self.handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        self.handle = handle
         self.events = None
         try:
             self.events = pynvml.nvmlEventSetCreate()
             pynvml.nvmlDeviceRegisterEvents(
-                self.handle, pynvml.nvmlEventTypeXidCriticalError, self.events
+                handle, pynvml.nvmlEventTypeXidCriticalError, self.events
             )
-        except pynvml.NVMLError:
+        except (pynvml.NVMLError, AttributeError):  # not supported, or not permitted here
             self.events = None
+
+    @property
+    def xid_readable(self) -> bool:
+        """Whether XID events reach this source (registration can be refused, e.g. in a VM)."""
+        return self.events is not None
+
+    @classmethod
+    def for_cuda_device(cls, index: int) -> NvmlSource:
+        """The NVML device behind CUDA device `index`. Found by UUID: NVML numbers devices in
+        PCI order and ignores CUDA_VISIBLE_DEVICES, so the indices need not agree."""
+        import pynvml
+
+        from agent.devices import cuda_uuid
+
+        pynvml.nvmlInit()
+        uuid = cuda_uuid(index)
+        try:
+            return cls(pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{uuid}"))
+        except pynvml.NVMLError:  # no UUID from torch, or a MIG slice: the index it is
+            return cls(pynvml.nvmlDeviceGetHandleByIndex(index))
 
     @classmethod
     def for_current_device(cls) -> NvmlSource | None:
-        try:
-            import torch
+        import torch
 
-            if not torch.cuda.is_available():
-                return None
-            return cls(torch.cuda.current_device())
-        except Exception:  # no nvidia-ml-py, no driver: run without GPU telemetry
+        if not torch.cuda.is_available():
+            return None
+        try:
+            return cls.for_cuda_device(torch.cuda.current_device())
+        except Exception as error:  # no nvidia-ml-py, no driver: run without GPU telemetry
+            print(
+                f"yoco agent: no NVML telemetry for this GPU ({type(error).__name__}: {error}); "
+                "thermal, ECC and XID alarms are off (install nvidia-ml-py)",
+                file=sys.stderr,
+                flush=True,
+            )
             return None
 
     def _query(self, readings: dict, key: str, fn: Callable) -> None:
         try:
             readings[key] = fn()
-        except self.nvml.NVMLError:
+        except (self.nvml.NVMLError, AttributeError):  # unsupported, or absent in this version
             pass
+
+    def _clock_reasons(self) -> int:
+        """Why the clocks are held down (a bit mask); named "event reasons" in newer NVML."""
+        nvml = self.nvml
+        query = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+        query = query or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        return int(query(self.handle))
 
     def sample(self) -> dict:
         nvml, handle = self.nvml, self.handle
@@ -91,14 +125,9 @@ class NvmlSource:
         self._query(
             readings, "row_remap_pending", lambda: bool(nvml.nvmlDeviceGetRemappedRows(handle)[2])
         )
-        thermal_mask = getattr(nvml, "nvmlClocksThrottleReasonHwThermalSlowdown", 0x40) | getattr(
-            nvml, "nvmlClocksThrottleReasonSwThermalSlowdown", 0x20
-        )
-        self._query(
-            readings,
-            "thermal_throttle",
-            lambda: bool(nvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle) & thermal_mask),
-        )
+        self._query(readings, "clock_reasons", self._clock_reasons)
+        if "clock_reasons" in readings:
+            readings["thermal_throttle"] = bool(readings["clock_reasons"] & THERMAL_REASONS)
         self._query(readings, "pcie_replay", lambda: nvml.nvmlDeviceGetPcieReplayCounter(handle))
         field_id = getattr(nvml, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", None)
         if field_id is not None:
@@ -108,11 +137,17 @@ class NvmlSource:
                 lambda: nvml.nvmlDeviceGetFieldValues(handle, [field_id])[0].value.uiVal,
             )
         if self.events is not None:
+            wait = getattr(nvml, "nvmlEventSetWait_v2", None) or nvml.nvmlEventSetWait
             try:
-                readings["xid"] = int(nvml.nvmlEventSetWait_v2(self.events, 0).eventData)
+                readings["xid"] = int(wait(self.events, 0).eventData)
             except nvml.NVMLError:  # timeout: no XID since the last sample
                 pass
         return readings
+
+
+# NVML's clock reason bits for software (0x20) and hardware (0x40) thermal slowdown; the
+# values are fixed by the NVML API, whatever nvidia-ml-py version names them.
+THERMAL_REASONS = 0x20 | 0x40
 
 
 class HostSource:

@@ -15,17 +15,21 @@ would) and patches a few torch entry points:
   iteration and, at the last one, reduces all gradients (and the DDP modules' float buffers,
   averaged, as DDP keeps them in sync) in one flat buffer whose layout is fixed by parameter
   registration order: the agent's `FlatReducer`, with its pause flags and per-rank mirror. That
-  moment, the end of a step's backward, is the *step boundary*.
+  moment, the end of a step's backward, is the *step boundary*. A script without DDP that
+  all-reduces gradients itself has its boundary at the next `optimizer.step()` (a global
+  optimizer step pre-hook): the same reduction, over every registered parameter's `.grad`.
 * Constructors of `nn.Module`, optimizers, LR schedulers, `GradScaler`, `DataLoader` and its
   iterators record each object in creation order, so the agent can find the training state
-  itself, in the same order in every process.
+  itself, in the same order in every process; every module call from the script's own code
+  goes through `TransparentRun.module_call` (output shapes recorded, or faked: catch-up).
 
 At the first step boundary the agent collects that state (top-level modules, optimizers,
 schedulers, scalers; RNG streams and data-loader positions as per-rank state) into the same
 `Registry` model-aware mode uses, scans the script's globals and the locals of its frames for
 state it cannot capture (instances of the script's own classes holding tensors, iterators it
 cannot position) and reports them: a warning naming them, and `protected: false` with the names
-in the job's `job.started` event.
+in the job's `job.started` event. With `--checkpoint-every N` it saves that state as DCP at the
+boundary of every N-th step.
 
 Migration reuses the model-aware machinery (coordinator, transport, mirror) unchanged. What
 differs is how a process rejoins the script's control flow, which the agent cannot jump into:
@@ -33,11 +37,12 @@ differs is how a process rejoins the script's control flow, which the agent cann
 * A *survivor* (unplanned) or a *staying worker* (planned / pre-emptive) sits at a step
   boundary with its step's local gradients; after the group re-forms it simply runs that
   step's reduction again. Its state never needs restoring.
-* A *spare* runs the script from the start as its new rank, *replaying* the steps before the
-  resume step R without any communication (its updates are thrown away), checks at the
-  boundary of step R-1 that its per-rank state (RNG, data position) matches the mirror copy it
-  received (restoring it there if not), and loads the received model / optimizer / scheduler /
-  scaler state just before the forward of step R. From step R on it is that rank.
+* A *spare* runs the script from the start as its new rank and *catches up* to the resume step
+  R without the model's compute and without side effects (agent/catchup.py), takes the per-rank
+  state (RNG, data position) of the rank it replaces from the mirror copy it received at the
+  boundary of step R-1, and loads the received model / optimizer / scheduler / scaler state at
+  the next module call. From step R on it is that rank. After a rollback every rank is such a
+  process, catching up to the checkpoint's step.
 """
 
 from __future__ import annotations
@@ -51,11 +56,15 @@ import sys
 import time
 import types
 import weakref
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.utils import _pytree as pytree
 
+from agent import catchup, checkpoint
+from agent.catchup import SUPPRESSED, OutputShapes, propagate_on_meta
 from agent.protocol import ChannelClosed, error_text
 from agent.reducer import FlatReducer
 from agent.runtime import Run, _bytes_tensor, attach
@@ -73,10 +82,14 @@ class _Tracker:
         self.kinds: dict[str, list[weakref.ref]] = {
             k: [] for k in ("modules", "optimizers", "schedulers", "scalers", "loaders", "ddps")
         }
+        # Creation index of every object: the same object has the same index in every process
+        # running the script (how a recorded module or loader is found in another process).
+        self.index: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
     def add(self, kind: str, obj) -> None:
         try:
             self.kinds[kind].append(weakref.ref(obj))
+            self.index.setdefault(obj, len(self.kinds[kind]) - 1)
         except TypeError:
             pass
 
@@ -111,7 +124,7 @@ def install_patches() -> None:
     """Patch torch so that the agent sees what the script builds. Idempotent."""
     from torch.nn.parallel import DistributedDataParallel
     from torch.utils.data import DataLoader
-    from torch.utils.data.dataloader import _BaseDataLoaderIter
+    from torch.utils.data.dataloader import _BaseDataLoaderIter, _SingleProcessDataLoaderIter
 
     _record_init(nn.Module, "modules")
     _record_init(torch.optim.Optimizer, "optimizers")
@@ -119,17 +132,62 @@ def install_patches() -> None:
     _record_init(torch.amp.GradScaler, "scalers")
     _record_init(DataLoader, "loaders")
 
+    catchup.install_side_effect_guards()
+    catchup.install_module_calls(_module_call)
+    if not getattr(_optimizer_step_pre_hook, "_yoco_registered", False):
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+        register_optimizer_step_pre_hook(_optimizer_step_pre_hook)
+        _optimizer_step_pre_hook._yoco_registered = True
+
     original_iter = _BaseDataLoaderIter.__init__
     if not getattr(original_iter, "_yoco_wrapped", False):
 
         @functools.wraps(original_iter)
         def iter_init(self, loader, *args, **kwargs):
+            if _RUN is not None:
+                _RUN.position_sampler(loader)
+            # The sampler draws its permutation from the torch RNG (now, or at the first batch):
+            # with this a catching-up spare can reproduce the epoch (DataPositions).
+            loader._yoco_rng = torch.get_rng_state()
             original_iter(self, loader, *args, **kwargs)
             loader._yoco_iterators = getattr(loader, "_yoco_iterators", 0) + 1
             loader._yoco_iterator = weakref.ref(self)
 
         iter_init._yoco_wrapped = True
         _BaseDataLoaderIter.__init__ = iter_init
+
+    original_next = _SingleProcessDataLoaderIter._next_data
+    if not getattr(original_next, "_yoco_wrapped", False):
+
+        @functools.wraps(original_next)
+        def next_data(self):
+            if _RUN is None or not _RUN.skip_data:
+                return original_next(self)
+            # Catching up: advance the sampler, load nothing; every skipped batch is the first.
+            index = self._next_index()
+            template = getattr(self, "_yoco_template", None)
+            if template is None:
+                template = self._yoco_template = self._dataset_fetcher.fetch(index)
+            return template
+
+        next_data._yoco_wrapped = True
+        _SingleProcessDataLoaderIter._next_data = next_data
+
+    for module in (dist, dist.distributed_c10d):
+        original_all_reduce = module.all_reduce
+        if not getattr(original_all_reduce, "_yoco_wrapped", False):
+
+            @functools.wraps(original_all_reduce)
+            def all_reduce(*args, _original=original_all_reduce, **kwargs):
+                # A script that averages gradients itself: the next optimizer step is its step
+                # boundary (on the fake group the call itself is a no-op).
+                if _RUN is not None:
+                    _RUN.script_reduced = True
+                return _original(*args, **kwargs)
+
+            all_reduce._yoco_wrapped = True
+            module.all_reduce = all_reduce
 
     original_ddp = DistributedDataParallel.__init__
     if not getattr(original_ddp, "_yoco_wrapped", False):
@@ -167,6 +225,18 @@ def _ddp_forward_pre_hook(module, _args):
         _RUN.snapshot_buffers(module)
 
 
+def _module_call(module, call, args, kwargs):
+    if _RUN is None:
+        return call(module, *args, **kwargs)
+    return _RUN.module_call(module, call, args, kwargs)
+
+
+def _optimizer_step_pre_hook(_optimizer, _args, _kwargs):
+    if _RUN is not None and _RUN.script_reduced and not TRACKER.live("ddps"):
+        _RUN.script_reduced = False
+        _RUN.boundary(None)
+
+
 def _comm_hook(_state, bucket):  # no annotation: DDP checks it, and ours would be a string
     future: torch.futures.Future = torch.futures.Future()
     _RUN.bucket_ready(bucket, future)
@@ -178,7 +248,9 @@ def _comm_hook(_state, bucket):  # no annotation: DDP checks it, and ours would 
 
 class DataPositions:
     """Position of every DataLoader: iterators created (epochs), batches yielded by the current
-    one, and its sampler's epoch. A spare re-creates it by replaying the script; this checks."""
+    one, its sampler's epoch, and the torch RNG state its current iterator was created with (the
+    sampler's permutation comes from it). A catching-up spare reaches it by running the loop
+    (`TransparentRun.position_sampler`); this checks that it did."""
 
     def state_dict(self) -> dict:
         positions = []
@@ -190,18 +262,20 @@ class DataPositions:
                     "iterators": getattr(loader, "_yoco_iterators", 0),
                     "yielded": getattr(iterator, "_num_yielded", 0),
                     "sampler_epoch": getattr(getattr(loader, "sampler", None), "epoch", None),
+                    "rng": getattr(loader, "_yoco_rng", None),
                 }
             )
         return {"loaders": positions}
 
     def load_state_dict(self, state: dict) -> None:
         mine = self.state_dict()
-        if mine != state:
-            print(
-                f"yoco agent: WARNING data position after replay {mine['loaders']} differs from "
-                f"the failed rank's {state['loaders']}; the data pipeline is not deterministic",
-                file=sys.stderr,
-                flush=True,
+        if not _same(mine, state):
+            shown = [{k: v for k, v in p.items() if k != "rng"} for p in state["loaders"]]
+            reached = [{k: v for k, v in p.items() if k != "rng"} for p in mine["loaders"]]
+            SUPPRESSED.warn(
+                f"WARNING data position after catch-up {reached} differs from the replaced "
+                f"rank's {shown}: the script's data order depends on values catch-up does not "
+                "compute, or is not deterministic"
             )
 
 
@@ -320,6 +394,15 @@ class TransparentRun(Run):
         self.loaded = True  # False on a spare until the received state is loaded
         self.pending: dict | None = None  # a spare's received replicated state
         self.pending_slot: bytes | None = None  # ... and its per-rank mirror slot
+        # Catch-up (agent/catchup.py): module outputs faked / loaders skipping / load at the
+        # next module call.
+        self.fake_model = False
+        self.skip_data = False
+        self.load_armed = False
+        self.shapes = OutputShapes()
+        self.script_reduced = False  # the script all-reduced something since the last boundary
+        self._zero_grads: dict[int, torch.Tensor] = {}
+        self._catch_up_began = (0.0, 0.0)  # wall and CPU clocks when catch-up began
         self.total_numel = 0
         self.boundaries = 0  # step boundaries this process has passed (replayed or real)
         self.offsets: dict[int, tuple[int, int]] = {}  # param data_ptr -> (offset, numel)
@@ -328,7 +411,6 @@ class TransparentRun(Run):
         self.unprotected: list[str] = []
         self._watch: dict[str, tuple[object, dict]] = {}
         self._buckets: list[tuple] = []
-        self._load_hook = None
         # Buffers (BatchNorm statistics) as they were at the start of the current step: a
         # forward changes them before the step boundary, so a replica sends these instead.
         self._step_buffers: dict[int, torch.Tensor] | None = None
@@ -411,19 +493,25 @@ class TransparentRun(Run):
         for buffer, _, _, fut in buckets:
             fut.set_result(buffer)
 
-    def boundary(self, buckets: list[tuple]) -> None:
+    def boundary(self, buckets: list[tuple] | None) -> None:
+        """The end of a step's backward: DDP's buckets, or None for a script that averages
+        gradients itself (every registered parameter's .grad, at its optimizer step)."""
         index = self.boundaries
         self.boundaries += 1
-        if not self.loaded:  # a spare replaying the steps before its resume step
+        if not self.loaded:  # a spare catching up to its resume step
             if self._abort.is_set():
                 self._await_coordinator("stalled")
             if index == self.current_step - 1:
+                self.skip_data = False  # the batches of step R are the real ones
                 self._check_per_rank()
                 self._arm_load()
             return
         if not self.started:
             self._first_boundary()
         self._check_watched()
+        checkpointed = self.current_step > 0 and self._checkpoint_due()
+        if checkpointed:
+            self._save_checkpoint()
         while True:
             if self.reducer.pause_agreed:
                 self._await_coordinator("paused")
@@ -441,6 +529,13 @@ class TransparentRun(Run):
             self._abandon_step()
             self._await_coordinator("stalled")
         self._unfill(buckets)
+        if checkpointed and self.rank == 0:
+            # Every rank wrote its part before entering this step's all-reduce, which is done.
+            checkpoint.mark_complete(
+                Path(self.config["checkpoint_dir"]),
+                self.current_step,
+                keep=self.config.get("checkpoint_keep", 2),
+            )
         self._step_buffers = None  # the next forward takes a fresh snapshot
         self.current_step += 1
         self._step_began = time.perf_counter()
@@ -460,13 +555,53 @@ class TransparentRun(Run):
                     model_state[name] = saved
         return state
 
+    def _pairs(self, buckets):
+        """(parameter, gradient) of a step: DDP's buckets, or the registered parameters'."""
+        if buckets is not None:
+            for _, params, gradients, _ in buckets:
+                yield from zip(params, gradients, strict=True)
+            return
+        for model in self.registry.models:
+            for p in model.parameters():
+                if p.data_ptr() in self.offsets:
+                    if p.grad is None:
+                        p.grad = torch.zeros_like(p)
+                    yield p, p.grad
+
+    def _save_checkpoint(self) -> None:
+        """At the boundary of step N, before its reduction: the state at the start of step N,
+        i.e. after N completed steps (model-aware mode's checkpoint of step N). Per-rank: this
+        rank's slot of the mirror, taken at the boundary of step N-1."""
+        root, step = Path(self.config["checkpoint_dir"]), self.current_step
+        checkpoint.save_per_rank(
+            root, step, self.rank, decode_per_rank(self.reducer.mirror_of(self.rank))
+        )
+        if self.rank == 0:
+            state = self._replicated_state()
+            state["transparent"] = {
+                "numel": self.total_numel,
+                "output_shapes": _bytes_tensor(self.shapes.to_bytes()),
+            }
+            checkpoint.save_replicated(root, step, state)
+
+    def _load_checkpoint(self, step: int, rank: int) -> None:
+        """A fresh process restarting the script after a rollback: the checkpoint of `step` is
+        what it catches up to, as a spare does to a received state."""
+        root = Path(self.config["checkpoint_dir"])
+        state = checkpoint.load_replicated(root, step)
+        extra = state.pop("transparent")
+        self.total_numel = int(extra["numel"])
+        self.shapes.update_from(extra["output_shapes"].numpy().tobytes())
+        self.pending = state
+        self.pending_slot = encode_per_rank(checkpoint.load_per_rank(root, step, rank))
+        self.current_step = step
+
     def _fill(self, buckets) -> None:
         grads = self.reducer.grads
         grads.zero_()
-        for _, params, gradients, _ in buckets:
-            for p, g in zip(params, gradients, strict=True):
-                offset, n = self.offsets[p.data_ptr()]
-                grads[offset : offset + n].copy_(g.reshape(-1))
+        for p, g in self._pairs(buckets):
+            offset, n = self.offsets[p.data_ptr()]
+            grads[offset : offset + n].copy_(g.reshape(-1))
         offset = self.grad_numel
         for b in self.buffers:
             grads[offset : offset + b.numel()].copy_(b.reshape(-1))
@@ -474,10 +609,9 @@ class TransparentRun(Run):
 
     def _unfill(self, buckets) -> None:
         grads = self.reducer.grads
-        for _, params, gradients, _ in buckets:
-            for p, g in zip(params, gradients, strict=True):
-                offset, n = self.offsets[p.data_ptr()]
-                g.copy_(grads[offset : offset + n].view_as(g))
+        for p, g in self._pairs(buckets):
+            offset, n = self.offsets[p.data_ptr()]
+            g.copy_(grads[offset : offset + n].view_as(g))
         offset = self.grad_numel
         with torch.no_grad():
             for b in self.buffers:
@@ -500,41 +634,109 @@ class TransparentRun(Run):
     # -- a spare ------------------------------------------------------------------------------
 
     def park(self) -> None:
-        """A spare waits here, before the script starts, until it is given a rank."""
+        """A spare waits here, before the script starts, until it is given a rank; then it
+        catches up (agent/catchup.py) while the script runs to its resume step."""
         self.loaded = False
+        # What a DDP script imports on its way (DistributedDataParallel imports dynamo): seconds
+        # on a busy host, better spent waiting than catching up.
+        import torch._dynamo  # noqa: F401
+
         self.channel.send({"type": "ready", "state_bytes": 0})
         self._await_coordinator(None)
+        self.fake_model = self.skip_data = True
+        self._catch_up_began = _clocks()
+        SUPPRESSED.begin()
         if self.current_step == 0:
+            self.skip_data = False
             self._arm_load()
 
     def _check_per_rank(self) -> None:
-        """At the boundary of step R-1 the replayed per-rank state must equal the failed rank's
-        mirror copy, taken at the same point; restore the copy where it does not."""
+        """At the boundary of step R-1: take the replaced rank's per-rank state from its mirror
+        copy, taken at the same point."""
         theirs = decode_per_rank(self.pending_slot)
-        if not _same(self.registry.per_rank_state(), theirs):
-            print(
-                "yoco agent: replayed RNG / data state differs from the mirror; restoring it",
-                file=sys.stderr,
-                flush=True,
-            )
-            self.registry.load_per_rank_state(theirs)
+        # The RNG streams differ (the model's own draws, e.g. dropout, were skipped): restoring
+        # them is the normal case. The data position is compared by DataPositions.
+        self.registry.load_per_rank_state(theirs)
 
     def _arm_load(self) -> None:
-        """Load the received state just before the next forward: after the script applied
-        (and thrown away) its own update of the replayed step R-1."""
-        from torch.nn.modules.module import register_module_forward_pre_hook
+        """Load the received state at the next module call: after the script's own (harmless)
+        update of step R-1, before anything of step R runs on the model."""
+        self.load_armed = True
 
-        def load(_module, _args):
-            self._load_hook.remove()
-            self._load_hook = None
-            self.discover()
-            self.registry.load_replicated_state(self.pending)
-            self.pending = None
-            self.loaded = True
-            self._step_began = time.perf_counter()
-            self._announce_start(steps_rerun=self.boundaries)  # every boundary was replayed
+    def _load(self) -> None:
+        self.load_armed = False
+        self.discover()
+        self.registry.load_replicated_state(self.pending)
+        self.pending = None
+        self.loaded = True
+        self.fake_model = False
+        SUPPRESSED.end()
+        wall, cpu = (now - then for now, then in zip(_clocks(), self._catch_up_began, strict=True))
+        print(
+            f"yoco agent: caught up {self.boundaries} steps in {wall:.3f} s "
+            f"({cpu:.3f} s CPU) without the model's compute",
+            file=sys.stderr,
+            flush=True,
+        )
+        self._step_began = time.perf_counter()
+        self._announce_start()  # no completed step's compute was run again: none lost
 
-        self._load_hook = register_module_forward_pre_hook(load)
+    def position_sampler(self, loader) -> None:
+        """Catching up, about to create the iterator of the replaced rank's current epoch: put
+        the torch RNG where it was then, so the sampler draws the same permutation."""
+        if self.loaded or not self.skip_data:
+            return
+        index = TRACKER.index.get(loader)
+        targets = decode_per_rank(self.pending_slot)["data"]["loaders"]
+        if index is None or index >= len(targets):
+            return
+        target = targets[index]
+        if (
+            getattr(loader, "_yoco_iterators", 0) + 1 == target["iterators"]
+            and target["rng"] is not None
+        ):
+            torch.set_rng_state(target["rng"])
+
+    # -- module calls -------------------------------------------------------------------------
+
+    def module_call(self, module, call, args, kwargs):
+        """Every module call from the script's own code: recorded while training, answered with
+        zero outputs of the recorded shapes while catching up."""
+        if self.load_armed:
+            self._load()
+        if next(module.parameters(), None) is None:
+            return call(module, *args, **kwargs)
+        key = catchup.signature(TRACKER.index.get(module, -1), module, args, kwargs)
+        if not self.fake_model:
+            output = call(module, *args, **kwargs)
+            self.shapes.record(key, output)
+            return output
+        device = next(module.parameters()).device
+        output = self.shapes.build(key, device)
+        if output is None:
+            inner = getattr(module, "module", module) if _is_ddp(module) else module
+            self.shapes.record(key, propagate_on_meta(call, inner, args, kwargs))
+            output = self.shapes.build(key, device)
+        leaves = [t for t in pytree.tree_leaves(output) if isinstance(t, torch.Tensor)]
+        leaves = [t for t in leaves if t.requires_grad]
+        if leaves and _is_ddp(module) and module.require_backward_grad_sync:
+            leaves[0].register_hook(lambda _grad: self.boundary(None))
+        elif leaves and not _is_ddp(module):
+            # A script averaging gradients itself reads every parameter's .grad after backward:
+            # give it zeros (one buffer, reused), as a real backward would give it values.
+            leaves[0].register_hook(lambda _grad: self._zero_grads_for(module))
+        return output
+
+    def _zero_grads_for(self, module) -> None:
+        params = [p for p in module.parameters() if p.requires_grad]
+        flat = self._zero_grads.get(id(module))
+        if flat is None:
+            flat = self._zero_grads[id(module)] = torch.zeros(sum(p.numel() for p in params))
+        offset = 0
+        for p in params:
+            if p.grad is None:
+                p.grad = flat[offset : offset + p.numel()].view_as(p).to(p.dtype)
+            offset += p.numel()
 
     # -- Run's migration hooks, transparent flavour ---------------------------------------------
 
@@ -549,6 +751,7 @@ class TransparentRun(Run):
                 "replicated": replicated,
                 "per_rank": _bytes_tensor(self.reducer.mirror_of(command["for_rank"])),
                 "numel": self.total_numel,
+                "output_shapes": _bytes_tensor(self.shapes.to_bytes()),
             }
             reply = {"ok": True, "bytes": send_state(group, state)}
         except Exception as error:  # noqa: BLE001 - any failure is reported, the process lives
@@ -571,6 +774,7 @@ class TransparentRun(Run):
             self.pending = received.state["replicated"]
             self.pending_slot = received.state["per_rank"].numpy().tobytes()
             self.total_numel = int(received.state["numel"])
+            self.shapes.update_from(received.state["output_shapes"].numpy().tobytes())
             self.current_step = int(self.pending["step"])
             reply = {"ok": True, "bytes": received.nbytes}
         except Exception as error:  # noqa: BLE001 - any failure is reported, the process lives
@@ -584,14 +788,16 @@ class TransparentRun(Run):
         The mirror is refilled with every rank's state as of the start of the current step."""
         self._abort_group()
         if command["restore"] == "checkpoint":
-            message = "transparent mode cannot roll back an unmodified script to a checkpoint"
-            self.channel.send({"type": "fatal", "message": message})
-            raise RuntimeError(message)
+            if self.started:  # the coordinator restarts every rank on a fresh process
+                message = "transparent mode cannot roll back a running script to a checkpoint"
+                self.channel.send({"type": "fatal", "message": message})
+                raise RuntimeError(message)
+            self._load_checkpoint(command["step"], command["rank"])
         first = not self.started
         self.rank = command["rank"]
         self.world_size = command["world_size"]
         self.role = "worker"
-        self.group = self._form_group(command["generation"])
+        self.group = self._form_group(command["generation"], command["backend"])
         if self.reducer is None or self.reducer.world_size != self.world_size:
             flat = nn.Parameter(torch.zeros(1).expand(self.total_numel))
             self.reducer = FlatReducer([flat], self.world_size, command["slot_bytes"])
@@ -614,7 +820,7 @@ class TransparentRun(Run):
         self.started = True
         self.channel.send({"type": "resumed", "step": self.current_step})
         self._unannounced_generation = command["generation"]
-        if self.loaded:  # it goes on with its step now; a spare once it has replayed
+        if self.loaded:  # it goes on with its step now; a spare once it has caught up
             self._announce_start()
         return True
 
@@ -624,10 +830,22 @@ class TransparentRun(Run):
             message = "the script ended without a training step (no DistributedDataParallel step)"
             self.channel.send({"type": "fatal", "message": message})
             return
-        # A spare that resumed after the last step replayed the whole script and starts nothing.
-        self._announce_start(steps_rerun=0 if self.loaded else self.boundaries)
+        # A spare that resumed after the last step caught up through the whole script (without
+        # the model's compute) and starts nothing.
+        self._announce_start()
         while self._await_coordinator("finished") != "done":
             pass
+
+
+def _clocks() -> tuple[float, float]:
+    """Wall time and this thread's CPU time."""
+    return time.perf_counter(), time.thread_time()
+
+
+def _is_ddp(module) -> bool:
+    from torch.nn.parallel import DistributedDataParallel
+
+    return isinstance(module, DistributedDataParallel)
 
 
 def _same(a, b) -> bool:

@@ -7,6 +7,9 @@ where it already has one. Both sides checksum every chunk (folded per tensor) in
 thread while gloo's thread keeps the next ones on the wire; the receiver refuses the state
 unless every checksum matches. On a 2-core host the checksums still cost CPU the copies need:
 bench/agent.py measures the stream at ~0.7-0.75 of raw gloo with them, ~1.0 without.
+
+Between two processes that share a GPU (or peer-accessible GPUs of one host), CUDA tensors skip
+all of this and go device to device (cuda_stream.py); this stream carries the rest.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from agent import cuda_stream
 from agent.skeleton import TensorSpec, encode, tensor_specs, unflatten
 from agent.state import Checksum, as_bytes
 
@@ -41,8 +45,8 @@ class Received:
 
 
 def pair_group(store: dist.Store, name: str, rank: int, timeout_s: float) -> dist.ProcessGroup:
-    """A gloo process group of two: 0 sends, 1 receives. GPU tensors are staged through host
-    memory (a GPU-direct NCCL path is future work, see docs/agent.md)."""
+    """A gloo process group of two: 0 sends, 1 receives. It carries the whole state, or, when
+    the two share a device, everything but the CUDA tensors (cuda_stream.py)."""
     prefixed = dist.PrefixStore(f"xfer/{name}/", store)
     return dist.ProcessGroupGloo(prefixed, rank, 2, datetime.timedelta(seconds=timeout_s))
 
@@ -62,6 +66,37 @@ def _signed(value: int) -> int:
 
 
 def send_state(group: dist.ProcessGroup, state: dict) -> int:
+    """Stream `state` to rank 1 of `group`; returns the bytes moved. CUDA tensors go device to
+    device when the receiver can read them there (cuda_stream.py), all else host-staged."""
+    device_to_device = cuda_stream.negotiate(group, 0)
+    shared = 0
+    if device_to_device:
+        state, shared = cuda_stream.share(state)
+    streamed = _send_host_staged(group, state)
+    if device_to_device and not cuda_stream.await_acknowledgement(group):
+        raise TransferError("the receiver failed to copy the device-to-device tensors")
+    return streamed + shared
+
+
+def recv_state(group: dist.ProcessGroup, template: dict | None) -> Received:
+    """Receive a state from rank 0 of `group`; tensors land in `template`'s tensors where
+    path, shape and dtype match."""
+    device_to_device = cuda_stream.negotiate(group, 1)
+    try:
+        received = _recv_host_staged(group, template)
+        if device_to_device:
+            state, copied = cuda_stream.fetch(received.state, template)
+            received = Received(state, received.nbytes + copied)
+    except RuntimeError:
+        if device_to_device:
+            cuda_stream.acknowledge(group, False)
+        raise
+    if device_to_device:
+        cuda_stream.acknowledge(group, True)
+    return received
+
+
+def _send_host_staged(group: dist.ProcessGroup, state: dict) -> int:
     encoded = encode(state)
     tensors = encoded.tensors
     header = torch.frombuffer(bytearray(encoded.skeleton), dtype=torch.uint8)
@@ -87,8 +122,7 @@ def send_state(group: dist.ProcessGroup, state: dict) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def recv_state(group: dist.ProcessGroup, template: dict | None) -> Received:
-    """Receive a state; tensors land in `template`'s tensors where path, shape and dtype match."""
+def _recv_host_staged(group: dist.ProcessGroup, template: dict | None) -> Received:
     length = torch.zeros(1, dtype=torch.int64)
     group.recv([length], 0, 0).wait()
     header = torch.empty(int(length.item()), dtype=torch.uint8)

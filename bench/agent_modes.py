@@ -1,15 +1,18 @@
-"""Model-aware vs transparent mode, same model, same run (not a test).
+"""Model-aware vs transparent mode, same model, same machine, interleaved (not a test).
 Writes bench/results/agent_modes.json.
 
-    .venv/bin/python bench/agent_modes.py [--hidden 1024] [--kill-step 10]
+    .venv/bin/python bench/agent_modes.py [--hidden 512] [--steps 10 200 1000] [--repeats 5]
 
-For each mode: 2 workers + 1 spare under the real launcher, SIGKILL rank 1 after `kill_step`
-completed steps, and measure
-* bytes: what the migration moved (the migration.completed event),
+For every repeat, each mode in turn: 2 workers + one spare per kill step under the real
+launcher; SIGKILL rank 1 after each kill step's number of completed steps (the next kill once
+the job runs again), and measure
 * recovery_s: SIGKILL -> the next completed step anywhere in the job (steps are marked by the
-  training script itself, right after the optimizer update).
-Transparent mode's recovery includes the spare replaying the script up to the resume step
-(docs/agent.md), so it grows with kill_step; the model-aware spare jumps straight there.
+  training script itself, right after the optimizer update; a survivor cannot complete a step
+  before the spare has joined its all-reduce),
+* bytes: what the migration moved (the migration.completed event).
+Transparent mode's spare runs the script's loop up to the resume step without the model's
+compute (agent/catchup.py), so its recovery should barely grow with the kill step; the
+model-aware spare jumps straight there. Medians with min and max per step.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,6 +36,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from agent.launcher import kill_listed_processes  # noqa: E402
+
+STEP_SLEEP_S = 0.005  # the rest of a training loop (logging, a data pipeline) between steps
 
 
 def build(hidden: int, layers: int) -> nn.Module:
@@ -53,12 +60,12 @@ def model_aware_worker(hidden: int, layers: int) -> None:
     model = build(hidden, layers)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
     run.register(model=model, optimizer=optimizer)
+    torch.manual_seed(run.rank or 0)  # the inputs: the global RNG is per-rank state
     for step in run.steps(10**9):
-        torch.manual_seed(step * 10 + run.rank)
         model(torch.randn(8, hidden)).square().mean().backward()
         if run.step():
             _mark(step)
-        time.sleep(0.02)
+        time.sleep(STEP_SLEEP_S)
 
 
 def transparent_worker(hidden: int, layers: int) -> None:
@@ -70,58 +77,91 @@ def transparent_worker(hidden: int, layers: int) -> None:
     model = build(hidden, layers)
     ddp = DistributedDataParallel(model)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=1e-4, momentum=0.9)
+    torch.manual_seed(dist.get_rank())
     for step in range(10**9):
-        torch.manual_seed(step * 10 + dist.get_rank())
         optimizer.zero_grad()
         ddp(torch.randn(8, hidden)).square().mean().backward()
         optimizer.step()
         _mark(step)
-        time.sleep(0.02)
+        time.sleep(STEP_SLEEP_S)
 
 
-def measure(mode: str, hidden: int, layers: int, kill_step: int) -> dict:
+def measure(mode: str, hidden: int, layers: int, kill_steps: list[int]) -> list[dict]:
+    """One job, killed once at each of `kill_steps` (a fresh parked spare each time)."""
     tmp = Path(tempfile.mkdtemp(prefix=f"yoco-modes-{mode}-"))
     marks, status, events = tmp / "steps.log", tmp / "status.json", tmp / "events.jsonl"
     env = dict(os.environ, PYTHONPATH=str(REPO), YOCO_BENCH_MARKS=str(marks))
     flags = ["--transparent"] if mode == "transparent" else []
     command = [
-        sys.executable, "-m", "agent.cli", "run", *flags, "--workers", "2", "--spares", "1",
-        "--events", str(events), "--status-file", str(status), "--heartbeat-timeout", "5", "--",
+        sys.executable, "-m", "agent.cli", "run", *flags, "--workers", "2",
+        "--spares", str(len(kill_steps)), "--events", str(events), "--status-file", str(status),
+        "--heartbeat-timeout", "5", "--join-timeout", "300", "--",
         sys.executable, __file__, f"{mode}-worker", str(hidden), str(layers),
     ]  # fmt: skip
     log = open(tmp / "launcher.log", "w")  # noqa: SIM115 - the launcher writes it
     launcher = subprocess.Popen(command, cwd=REPO, env=env, start_new_session=True,
                                 stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+    results = []
     try:
-        while not (marks.exists() and len(marks.read_text().split()) >= 2 * kill_step):
-            time.sleep(0.02)
-        pid = next(m["pid"] for m in json.loads(status.read_text())["members"]
-                   if m["role"] == "worker" and m["rank"] == 1)  # fmt: skip
-        before = len(marks.read_text().split())
-        killed = time.time()
-        os.kill(pid, signal.SIGKILL)
-        while True:
-            after = [float(x.split(",")[1]) for x in marks.read_text().split()[before:] if x]
-            text = events.read_text() if events.exists() else ""
-            if "job.resumed" in text and any(t > killed for t in after):
-                recovery = min(t for t in after if t > killed) - killed
-                break
-            time.sleep(0.02)
-        # The first step after the kill may be a survivor's; wait for the job to move on.
-        completed = next(
-            json.loads(line) for line in events.read_text().splitlines()
-            if "migration.completed" in line
-        )  # fmt: skip
-        return {
-            "bytes": completed["data"]["bytes"],
-            "recovery_s": round(recovery, 3),
-            "kill_step": kill_step,
-            "migration_ms": completed["data"]["duration_ms"],
-        }
+        for kill_step in kill_steps:
+            results.append(_kill_and_time(tmp, kill_step, len(results)))
+        return results
     finally:
         os.killpg(launcher.pid, signal.SIGKILL)
         launcher.wait()
         kill_listed_processes(status)
+
+
+def _marked(marks: Path) -> list[tuple[int, float]]:
+    """(step, time) marks; a line still being written is skipped."""
+    text = marks.read_text() if marks.exists() else ""
+    pairs = [x.split(",") for x in text.split()]
+    return [(int(p[0]), float(p[1])) for p in pairs if len(p) == 2 and p[1].count(".") == 1]
+
+
+def _kill_and_time(tmp: Path, kill_step: int, earlier: int) -> dict:
+    marks, status, events = tmp / "steps.log", tmp / "status.json", tmp / "events.jsonl"
+    while max((s for s, _ in _marked(marks)), default=-1) < kill_step - 1:
+        if "job failed" in (tmp / "launcher.log").read_text():
+            raise RuntimeError((tmp / "launcher.log").read_text()[-2000:])
+        time.sleep(0.02)
+    while True:  # a spare still importing torch would be measured too
+        members = json.loads(status.read_text())["members"]
+        if any(m["role"] == "spare" and m["ready"] for m in members):
+            break
+        time.sleep(0.02)
+    pid = next(m["pid"] for m in members if m["role"] == "worker" and m["rank"] == 1)
+    killed = time.time()
+    os.kill(pid, signal.SIGKILL)
+    while True:
+        completed = [
+            json.loads(line) for line in
+            (events.read_text() if events.exists() else "").splitlines()
+            if "migration.completed" in line
+        ]  # fmt: skip
+        if len(completed) > earlier:
+            resumed = completed[earlier]["data"]["resumed_step"]
+            after = [t for s, t in _marked(marks) if s == resumed and t > killed]
+            if after:  # the resume step, completed (every rank, the spare included)
+                recovery = min(after) - killed
+                break
+        time.sleep(0.02)
+    # Transparent mode: the spare's own account of its catch-up (wall and CPU seconds).
+    caught_up = re.findall(
+        r"caught up \d+ steps in ([\d.]+) s \(([\d.]+) s CPU\)",
+        (tmp / "launcher.log").read_text(),
+    )
+    return {
+        "catch_up_s": [float(x) for x in caught_up[earlier]] if len(caught_up) > earlier else None,
+        "bytes": completed[earlier]["data"]["bytes"],
+        "recovery_s": round(recovery, 3),
+        "kill_step": kill_step,
+        "migration_ms": completed[earlier]["data"]["duration_ms"],
+    }
+
+
+def _spread(values: list[float]) -> tuple[float, float, float]:
+    return statistics.median(values), min(values), max(values)
 
 
 def main() -> None:
@@ -132,25 +172,77 @@ def main() -> None:
         transparent_worker(int(sys.argv[2]), int(sys.argv[3]))
         return
     parser = argparse.ArgumentParser()
-    parser.add_argument("--hidden", type=int, default=1024)
+    parser.add_argument("--hidden", type=int, default=512)
     parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--kill-step", type=int, default=10)
+    parser.add_argument("--steps", type=int, nargs="+", default=[10, 200, 1000])
+    parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    params = sum(p.numel() for p in build(args.hidden, args.layers).parameters())
+    modes = ("model_aware", "transparent")
+    runs: dict[str, dict[int, list[dict]]] = {m: {s: [] for s in args.steps} for m in modes}
+    out = REPO / "bench" / "results" / "agent_modes.json"
+    for repeat in range(args.repeats):
+        for mode in modes if repeat % 2 == 0 else modes[::-1]:  # interleaved, both orders
+            for result in measure(mode, args.hidden, args.layers, args.steps):
+                runs[mode][result["kill_step"]].append(result)
+                print(mode, result, flush=True)
+        # After every repeat of both modes: an interrupted run leaves what it measured.
+        results = summarize(runs, args.hidden, args.layers)
+        out.write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(results, indent=2))
+
+
+def summarize(runs: dict[str, dict[int, list[dict]]], hidden: int, layers: int) -> dict:
+    """runs: mode -> kill step -> measure()'s results."""
+    params = sum(p.numel() for p in build(hidden, layers).parameters())
+    steps = list(runs["transparent"])
+    repeats = min(len(measured) for by_step in runs.values() for measured in by_step.values())
     results = {
         "model": {
-            "kind": f"MLP {args.layers}x{args.hidden}, SGD + momentum",
+            "kind": f"MLP {layers}x{hidden}, SGD + momentum",
             "parameters": params,
             "state_bytes": 2 * 4 * params,
         },
         "machine": {"cores": os.cpu_count(), "torch": torch.__version__, "device": "cpu"},
+        "setup": (
+            f"2 workers + {len(steps)} spares, SIGKILL of rank 1 after each of {steps} "
+            f"completed steps in one job, {repeats} jobs per mode, modes interleaved; a shared "
+            "2-core machine with a load average of 15-30 from other jobs, so single runs are "
+            "noisy"
+        ),
     }
-    for mode in ("model_aware", "transparent"):
-        results[mode] = measure(mode, args.hidden, args.layers, args.kill_step)
-        print(mode, results[mode], flush=True)
-    out = REPO / "bench" / "results" / "agent_modes.json"
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results, indent=2))
+    for mode, by_kill_step in runs.items():
+        by_step, nbytes = {}, []
+        for kill_step, measured in by_kill_step.items():
+            median, low, high = _spread([r["recovery_s"] for r in measured])
+            by_step[str(kill_step)] = round(median, 3)
+            by_step[f"{kill_step}_min"] = round(low, 3)
+            by_step[f"{kill_step}_max"] = round(high, 3)
+            nbytes += [r["bytes"] for r in measured]
+        results[mode] = {"recovery_s_by_step": by_step, "bytes": int(statistics.median(nbytes))}
+        if mode == "transparent":  # the spare's catch-up, medians: wall and CPU seconds
+            for index, name in enumerate(("catch_up_wall_s_by_step", "catch_up_cpu_s_by_step")):
+                results[mode][name] = {
+                    str(step): round(statistics.median(r["catch_up_s"][index] for r in measured), 3)
+                    for step, measured in by_kill_step.items()
+                    if all(r["catch_up_s"] for r in measured)
+                }
+    first, last = str(steps[0]), str(steps[-1])
+    t_first = results["transparent"]["recovery_s_by_step"][first]
+    t_last = results["transparent"]["recovery_s_by_step"][last]
+    m_last = results["model_aware"]["recovery_s_by_step"][last]
+    results["targets"] = {
+        f"transparent_{last}_vs_{first}": {
+            "value": t_last,
+            "target": f"≤ 1.5 × {t_first} + 0.5 = {1.5 * t_first + 0.5:.3f} s",
+            "met": t_last <= 1.5 * t_first + 0.5,
+        },
+        f"transparent_vs_model_aware_{last}": {
+            "value": t_last,
+            "target": f"≤ 3 × {m_last} + 0.5 = {3 * m_last + 0.5:.3f} s",
+            "met": t_last <= 3 * m_last + 0.5,
+        },
+    }
+    return results
 
 
 if __name__ == "__main__":

@@ -29,6 +29,15 @@ def machine() -> dict:
     }
 
 
+def _commit() -> str:
+    try:  # a checkout copied without .git, or a host without git
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+    except OSError:
+        return ""
+
+
 def write_result(name: str, figures: dict) -> Path:
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{name}.json"
@@ -36,9 +45,7 @@ def write_result(name: str, figures: dict) -> Path:
         **figures,
         "machine": machine(),
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "git_commit": subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        ).stdout.strip(),
+        "git_commit": _commit(),
     }
     path.write_text(json.dumps(document, indent=2) + "\n")
     return path

@@ -114,10 +114,29 @@ def _le(value, goal):
     return None if value is None else value <= goal
 
 
+def _recovery_by_step(doc: dict) -> list[str]:
+    """Modes side by side: recovery (s) by kill step, median (min-max) (bench/agent_modes.py)."""
+    modes = [m for m in doc if isinstance(doc[m], dict) and "recovery_s_by_step" in doc[m]]
+    if not modes:
+        return []
+    steps = [k for k in doc[modes[0]]["recovery_s_by_step"] if "_" not in k]
+    lines = ["| kill → next completed step (s) | " + " | ".join(modes) + " |"]
+    lines.append("|---|" + "---:|" * len(modes))
+    for step in steps:
+        cells = []
+        for mode in modes:
+            by = doc[mode]["recovery_s_by_step"]
+            low, high = _v(by.get(f"{step}_min")), _v(by.get(f"{step}_max"))
+            cells.append(f"{_v(by.get(step))} ({low}–{high})")
+        lines.append(f"| step {step}, median (min–max) | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
 def _render_generic(name: str, doc: dict) -> list[str]:
     lines = []
     if doc.get("setup"):
         lines += [f"Setup: {_v(doc['setup'])}.", ""]
+    lines += _recovery_by_step(doc)
     targets = _generic_targets(name, doc)
     if targets:
         lines += ["| target | figure | target | result |", "|---|---:|---:|---|"]

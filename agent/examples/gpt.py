@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import time
 from pathlib import Path
 
@@ -80,11 +81,21 @@ def parse_args() -> argparse.Namespace:
     add_model_args(p)
     p.add_argument("--step-sleep", type=float, default=0.0, help="seconds; slows demos down")
     p.add_argument("--out", type=Path, help="write each rank's final state here")
+    p.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="deterministic kernels only (GPU runs compared bit for bit; bench/gpu_check.py)",
+    )
+    p.add_argument("--marks", type=Path, help="append `step,unix time` per completed step")
     return p.parse_args()
 
 
 def main() -> None:
     args = parse_args()
+    if args.deterministic:
+        # cuBLAS reads this when it first creates a handle, i.e. at the first matmul.
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True)
     run = agent.attach()
     torch.manual_seed(args.seed)  # same initial weights on every rank and spare
     model = GPT(args.vocab, args.seq, args.dim, args.heads, args.layers, args.dropout)
@@ -107,7 +118,9 @@ def main() -> None:
         inputs, targets = data.next_batch()
         loss = model(inputs.to(run.device), targets.to(run.device))
         loss.backward()
-        run.step()
+        if run.step() and args.marks:
+            with open(args.marks, "a") as marks:
+                marks.write(f"{step},{time.time()}\n")
         if run.rank == 0 and step % 20 == 0:
             print(f"step {step} loss {loss.item():.4f}", flush=True)
         if args.step_sleep:

@@ -15,85 +15,28 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
-from agent.launcher import kill_listed_processes
-from agent.reporter import read_jsonl
+from bench.job import REPO, LaunchedJob, state_differences
 
-REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
 # A transformer small enough for 2 CPU cores, big enough to have dropout, AdamW and a scheduler.
 GPT_ARGS = ["--steps", "60", "--dim", "32", "--heads", "2", "--layers", "2", "--seq", "16",
             "--batch", "4", "--vocab", "64", "--seed", "7"]  # fmt: skip
 
 
-class Job:
+class Job(LaunchedJob):
     def __init__(
         self, tmp: Path, workers: int, spares: int, extra: list[str], script_args, script=None
     ):
-        self.dir = tmp
-        self.events_path = tmp / "events.jsonl"
-        self.status_path = tmp / "status.json"
-        self.out = tmp / "out"
         command = [
             PYTHON, "-m", "agent.cli", "run", "--workers", str(workers), "--spares", str(spares),
-            "--events", str(self.events_path), "--status-file", str(self.status_path),
+            "--events", str(tmp / "events.jsonl"), "--status-file", str(tmp / "status.json"),
             "--cluster", "ci", "--job", tmp.name, "--join-timeout", "60",
             "--heartbeat-timeout", "3", *extra, "--",
             PYTHON, str(script or REPO / "agent/examples/gpt.py"), *script_args, "--out",
-            str(self.out),
+            str(tmp / "out"),
         ]  # fmt: skip
-        env = dict(os.environ, PYTHONPATH=str(REPO), YOCO_CONNECT_TIMEOUT_S="20")
-        self.log = open(tmp / "launcher.log", "w")  # noqa: SIM115 - closed in stop()
-        self.process = subprocess.Popen(
-            command, cwd=REPO, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
-
-    def status(self) -> dict:
-        try:
-            return json.loads(self.status_path.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
-            return {}
-
-    def events(self, kind: str | None = None) -> list[dict]:
-        if not self.events_path.exists():
-            return []
-        events = read_jsonl(self.events_path)
-        return [e for e in events if kind is None or e["type"] == "io.yoco." + kind]
-
-    def wait_for(self, predicate, timeout: float = 60, what: str = "condition"):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = predicate()
-            if value:
-                return value
-            if self.process.poll() is not None:
-                raise AssertionError(f"job ended while waiting for {what}:\n{self.output()}")
-            time.sleep(0.05)
-        raise AssertionError(f"timed out waiting for {what}:\n{self.output()}")
-
-    def wait_step(self, step: int) -> dict:
-        """Wait for `step`, with every spare ready: on a loaded machine spares still importing
-        torch would turn a test of live migration into one of the no-spare fallback."""
-
-        def reached():
-            status = self.status()
-            spares_ready = all(
-                m.get("ready") for m in status.get("members", []) if m["role"] == "spare"
-            )
-            return status.get("step", 0) >= step and spares_ready and status
-
-        return self.wait_for(reached, timeout=180, what=f"step {step} with spares ready")
-
-    def worker_pid(self, rank: int) -> int:
-        for member in self.status()["members"]:
-            if member["role"] == "worker" and member["rank"] == rank:
-                return member["pid"]
-        raise AssertionError(f"no worker with rank {rank}: {self.status()}")
-
-    def address(self) -> str:
-        return self.wait_for(lambda: self.status().get("address"), what="coordinator address")
+        super().__init__(tmp, command, env={"YOCO_CONNECT_TIMEOUT_S": "20"})
 
     def cli(self, *args: str) -> dict:
         result = subprocess.run(
@@ -104,26 +47,6 @@ class Job:
         assert result.returncode == 0, result.stderr
         return json.loads(result.stdout)
 
-    def wait_done(self, timeout: float = 240) -> int:
-        try:
-            return self.process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired as error:
-            raise AssertionError(f"job did not end:\n{self.output()}") from error
-
-    def output(self) -> str:
-        self.log.flush()
-        return (self.dir / "launcher.log").read_text()[-6000:]
-
-    def final_states(self) -> list[dict]:
-        return [torch.load(p, weights_only=False) for p in sorted(self.out.glob("rank*.pt"))]
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
-        kill_listed_processes(self.status_path)
-        self.log.close()
-
 
 @pytest.fixture
 def start_job(tmp_path):
@@ -133,6 +56,31 @@ def start_job(tmp_path):
         directory = tmp_path / name
         directory.mkdir()
         job = Job(directory, workers, spares, list(extra), list(script_args), script)
+        jobs.append(job)
+        return job
+
+    yield start
+    for job in jobs:
+        job.stop()
+
+
+@pytest.fixture
+def start_transparent(tmp_path):
+    """start_transparent(name, script, script_args, spares, extra=(), transparent=True): a
+    2-worker job running a script from tests/agent/scripts (unmodified under --transparent, or a
+    model-aware one), stopped when the test ends."""
+    from tests.agent.transparent_job import TransparentJob  # it builds on this module
+
+    jobs: list[Job] = []
+
+    def start(
+        name: str, script: str, args, spares: int, extra=(), transparent=True
+    ) -> TransparentJob:
+        directory = tmp_path / name
+        directory.mkdir()
+        job = TransparentJob(
+            directory, script, 2, spares, list(args), list(extra), transparent=transparent
+        )
         jobs.append(job)
         return job
 
@@ -156,16 +104,7 @@ def baseline(tmp_path_factory) -> list[dict]:
 
 def assert_bit_identical(states: list[dict], baseline: list[dict]) -> None:
     """Model and optimizer state of every rank torch.equal to the failure-free run."""
-    assert len(states) == len(baseline)
-    for state, expected in zip(states, baseline, strict=True):
-        for name, tensor in expected["model"].items():
-            assert torch.equal(state["model"][name], tensor), name
-        got, want = state["optimizer"], expected["optimizer"]
-        assert got["param_groups"] == want["param_groups"]
-        assert got["state"].keys() == want["state"].keys()
-        for index, slots in want["state"].items():
-            for key, value in slots.items():
-                assert torch.equal(got["state"][index][key], value), (index, key)
+    assert not (differences := state_differences(states, baseline)), differences
 
 
 def incidents(job: Job) -> dict[str, list[dict]]:

@@ -25,7 +25,7 @@ class Pair:
         groups: dict[int, dist.ProcessGroup] = {}
 
         def join(rank: int) -> None:
-            groups[rank] = pair_group(self.store, name, rank, 30)
+            groups[rank] = pair_group(self.store, name, rank, 120)
 
         thread = threading.Thread(target=join, args=(0,))
         thread.start()
