@@ -77,6 +77,7 @@ def test_no_page_breaks_the_content_security_policy(live_server, data):
         _record(page, problems)
         for url in ("/incidents/", f"/incidents/{incident}/", f"/contracts/{data.contract.pk}/"):
             _visit(page, base + url, problems)
+        page.wait_for_selector("#chart-spares .main-svg")  # the spare advisor's chart drew
 
         context.clear_cookies()
         _sign_in(page, base, "/admin/login/", "ops", "/admin/")
