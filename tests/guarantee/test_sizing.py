@@ -88,6 +88,14 @@ def test_no_history_means_one_expected_failure_and_no_certainty():
     assert (advice.recommended, advice.confident) == (1, False)
 
 
+def test_past_the_table_the_fallback_still_finds_one_percent():
+    # A Poisson mean of 10 (λ·G·T = 0.001 × 2,500 × 4): P(N ≥ S) ≤ 1 % first at S = 19
+    # (P(N ≤ 17) = 0.98572, P(N ≤ 18) = 0.99281, partial sums of e^-10 · 10^k / k!).
+    advice = sizing.advise(**{**HISTORY, "job_gpus": 2500}, live_resolved=9, target=Decimal(90))
+    assert not advice.confident and advice.recommended == 19
+    assert sizing.no_spare_probability(19, 10.0) == pytest.approx(1 - 0.99281, abs=1e-5)
+
+
 def test_halves_round_up():
     assert [sizing.round_half_up(x) for x in (0.5, 1.5, 2.5, 2.49)] == [1, 2, 3, 2]
 
@@ -137,11 +145,12 @@ def test_the_advice_is_consistent_for_any_history(
     for option in options:
         assert 0 <= option.lower <= option.successes / advice.trials
         assert option.reaches_target == (option.lower >= float(target) / 100)
-    chosen = options[advice.recommended]
     if advice.confident:
-        assert chosen.reaches_target
+        assert options[advice.recommended].reaches_target
         assert not any(o.reaches_target for o in options[: advice.recommended])
     else:
         assert not any(o.reaches_target for o in options)
-        fallback = [o.spares for o in options if o.no_spare <= sizing.FALLBACK_NO_SPARE]
-        assert advice.recommended == (fallback[0] if fallback else sizing.MAX_SPARES)
+        # The smallest S with P_S ≤ 1 %, past the table's 8 when need be.
+        chosen = advice.recommended
+        assert sizing.no_spare_probability(chosen, advice.spares_in_use) <= 0.01
+        assert sizing.no_spare_probability(chosen - 1, advice.spares_in_use) > 0.01

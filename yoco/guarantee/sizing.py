@@ -47,7 +47,7 @@ class Advice:
     trials: int  # round(n)
     spares_in_use: float  # λ·G·T, the mean of N
     options: list[SpareOption]
-    recommended: int
+    recommended: int  # may exceed MAX_SPARES when not confident
     # False when no S reached the target: the recommendation is the fallback (P_S ≤ 1 %).
     confident: bool
 
@@ -80,6 +80,14 @@ def no_spare_probability(spares: int, mean: float) -> float:
     from scipy.stats import poisson  # imported lazily: scipy is slow to import
 
     return float(poisson.sf(spares - 1, mean))
+
+
+def spares_for_no_spare_at_most(chance: float, mean: float) -> int:
+    """The smallest S with P(N ≥ S) ≤ `chance`, N ~ Poisson(mean): P(N ≤ S − 1) ≥ 1 − chance,
+    so S − 1 is the (1 − chance) quantile. May exceed MAX_SPARES."""
+    from scipy.stats import poisson
+
+    return int(poisson.ppf(1 - chance, mean)) + 1
 
 
 def advise(
@@ -117,8 +125,7 @@ def advise(
     if reaching:
         recommended, confident = reaching[0], True
     else:
-        fallback = [o.spares for o in options if o.no_spare <= FALLBACK_NO_SPARE]
-        recommended, confident = (fallback[0] if fallback else MAX_SPARES), False
+        recommended, confident = spares_for_no_spare_at_most(FALLBACK_NO_SPARE, mean), False
     return Advice(
         failure_rate=rate,
         job_gpus=job_gpus,
