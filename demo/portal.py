@@ -251,6 +251,22 @@ def seed_portal_demo(
             ),
         )  # fmt: skip
 
+    # Each job ran from the contract's start until an hour ago: its GPU-hours for the spare
+    # advisor (SPEC 4.9: job.started GPUs × first to last event).
+    term_start = contract.contract_years.order_by("number").first().start
+    runs = [
+        _event(kind, cluster_name, name, None, at, **data)
+        for name, gpus, framework in JOBS
+        for kind, at, data in (
+            ("job.started", term_start + timedelta(hours=1),
+             {"framework": framework, "world_size": gpus, "gpus": gpus, "model": name,
+              "mode": "model_aware"}),
+            ("job.finished", now - timedelta(hours=1), {"status": "completed"}),
+        )
+    ]  # fmt: skip
+    ingest_events(cluster, runs)
+    fold(cluster, set(), {e["source"] for e in runs})
+
     with transaction.atomic():
         _bulk_incidents(contract, cluster, incidents, now, rng)
 

@@ -63,6 +63,7 @@ def test_a_live_share_below_one_scales_every_rate():
     # 9 of 10 past failures live: q = 0.9, p_S = (1 − P_S) · 0.9.
     advice = sizing.advise(**HISTORY, live_resolved=9, target=Decimal("80"))
     assert advice.live_share == 0.9
+    assert not sizing.advise(**HISTORY, live_resolved=8, target=Decimal(90)).target_reachable
     assert advice.options[2].live_rate == pytest.approx((1 - 0.26424111765711533) * 0.9)
     # 2,190 × 0.9 × (1 − 0.0803014) = 1,812.70 → 1,813 successes at S = 3.
     assert advice.options[3].successes == 1813
@@ -93,6 +94,7 @@ def test_past_the_table_the_fallback_still_finds_one_percent():
     # (P(N ≤ 17) = 0.98572, P(N ≤ 18) = 0.99281, partial sums of e^-10 · 10^k / k!).
     advice = sizing.advise(**{**HISTORY, "job_gpus": 2500}, live_resolved=9, target=Decimal(90))
     assert not advice.confident and advice.recommended == 19
+    assert advice.target_reachable  # q = 0.9 is the target itself
     assert sizing.no_spare_probability(19, 10.0) == pytest.approx(1 - 0.99281, abs=1e-5)
 
 

@@ -50,6 +50,8 @@ class Advice:
     recommended: int  # may exceed MAX_SPARES when not confident
     # False when no S reached the target: the recommendation is the fallback (P_S ≤ 1 %).
     confident: bool
+    # False when q itself is below the target: no number of spares can reach it.
+    target_reachable: bool
 
 
 def round_half_up(value: float) -> int:
@@ -137,4 +139,5 @@ def advise(
         options=options,
         recommended=recommended,
         confident=confident,
+        target_reachable=share >= goal,
     )
