@@ -204,6 +204,8 @@ class AuditRecordAdmin(ReadOnlyAdmin):
         "reason",
         "before",
         "after",
+        "previous_hash",
+        "hash",
     ]
     readonly_fields = fields
     show_full_result_count = False
