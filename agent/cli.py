@@ -199,7 +199,8 @@ def run(
         ),
         _sink(events, platform, cluster_key, spool, spool_max_mb),
         command,
-        workers + spares,
+        workers,
+        spares,
         respawn,
     )
     raise typer.Exit(0 if coordinator == "completed" else 1)
@@ -213,9 +214,10 @@ def _health(config: Path | None) -> dict:
     return {"thresholds": asdict(load_thresholds(config))}
 
 
-def _coordinator(settings, sink, command: list[str], processes: int, respawn: bool):
+def _coordinator(settings, sink, command: list[str], workers: int, spares: int, respawn: bool):
     from agent.coordinator import Coordinator
     from agent.launcher import LocalProcesses
+    from agent.spares import SpareSupply
 
     local = LocalProcesses(command, "") if command else None
     coordinator = Coordinator(
@@ -223,19 +225,24 @@ def _coordinator(settings, sink, command: list[str], processes: int, respawn: bo
         sink,
         spawn=local.start if (local and respawn) else None,
         kill=local.kill if local else None,
+        # Spares start once the workers train, so that they do not delay the first step.
+        spare_supply=SpareSupply(local.start_spare, spares) if local and spares else None,
     )
     print(f"yoco agent: coordinator at {coordinator.address}", flush=True)
     if local is not None:
         local.coordinator = coordinator.address
         local.on_exit = coordinator.process_exited
-        for _ in range(processes):
+        for _ in range(workers):
             local.start()
     status = "failed"
     try:
         status = coordinator.run()
     finally:
         if local is not None and status == "completed":
-            local.wait_all(timeout_s=60)  # workers may still be saving their results
+            # Workers may still be saving their results; spares (one may still be starting)
+            # have nothing to finish.
+            ranks = {m["pid"] for m in coordinator.status()["members"] if m["role"] == "worker"}
+            local.wait_all(timeout_s=60, pids=ranks)
         elif local is not None:
             local.stop_all()
         sink.close()
@@ -280,6 +287,7 @@ def coordinator(
         ),
         _sink(events, platform, cluster_key, spool, spool_max_mb),
         [],
+        0,
         0,
         False,
     )

@@ -32,6 +32,7 @@ from agent import checkpoint
 from agent.events import EventFactory, new_incident_id
 from agent.protocol import Channel, ChannelClosed
 from agent.reporter import EventSink
+from agent.spares import SpareSupply
 
 # Reports a quiesced worker sends; each says "I am at a step boundary, waiting for orders".
 QUIESCED = {"stalled", "paused", "finished"}
@@ -112,12 +113,14 @@ class Coordinator:
         sink: EventSink,
         spawn: Callable[[], None] | None = None,
         kill: Callable[[int], None] | None = None,
+        spare_supply: SpareSupply | None = None,
     ):
         self.settings = settings
         self.sink = sink
         self.events = EventFactory(settings.cluster, settings.job, settings.mode)
         self.spawn = spawn  # start one more (cold) process, when the launcher can
         self.kill = kill  # end an unresponsive local process
+        self.spare_supply = spare_supply  # starts the local spares once the workers train
         self.members: list[Member] = []
         self.inbox: queue.Queue = queue.Queue()
         self.generation = 0
@@ -260,6 +263,8 @@ class Coordinator:
             member.step = message["step"]
         elif kind == "ready":
             member.ready = True
+            if self.spare_supply is not None:
+                self.spare_supply.ready(member.pid)
             member.state_bytes = message["state_bytes"]
             if "protected" in message:
                 member.protection = {
@@ -288,6 +293,8 @@ class Coordinator:
         self.inbox.put(("exited", pid, returncode))
 
     def _exited(self, pid: int, returncode: int) -> None:
+        if self.spare_supply is not None:
+            self.spare_supply.gone(pid)
         if any(m.pid == pid for m in self.members):
             return  # its closed connection already told us
         if self.generation == 0:
@@ -420,6 +427,20 @@ class Coordinator:
     def _spares(self) -> list[Member]:
         return [m for m in self.members if m.role == "spare" and m.ready]
 
+    def _spare_coming(self) -> bool:
+        return self.spare_supply is not None and self.spare_supply.coming()
+
+    def _ready_spare(self) -> Member | None:
+        """A ready spare; when none is, but one is still starting, wait for it (at most the
+        join timeout): a failure soon after the job started finds the spares still loading."""
+        if not self._spares() and self._spare_coming():
+            print("yoco agent: no spare ready yet; waiting for one to finish starting", flush=True)
+            self._wait(
+                lambda: bool(self._spares()) or not self._spare_coming(),
+                self.settings.join_timeout_s,
+            )
+        return next(iter(self._spares()), None)
+
     def _wait(self, done: Callable[[], bool], timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while not done():
@@ -454,6 +475,8 @@ class Coordinator:
             )
         )
         self._resume_all({m.rank: "none" for m in self._workers()}, step=0)
+        if self.spare_supply is not None:
+            self.spare_supply.begin()  # the workers are on their first step
 
     def _new_failures(self) -> list[Failure]:
         failures = []
@@ -470,6 +493,7 @@ class Coordinator:
                 )
             )
         self._deaths.clear()
+        waiting = []  # alarms that wait for a spare still starting
         for member, alarm in self._alarms:
             if member.role == "worker" and self._spares():
                 failures.append(
@@ -482,9 +506,11 @@ class Coordinator:
                         alarm.get("xid"),
                     )
                 )
+            elif member.role == "worker" and self._spare_coming():
+                waiting.append((member, alarm))
             elif member.role == "worker":
                 print(f"yoco agent: {alarm['detail']} on rank {member.rank}, no spare to move to")
-        self._alarms.clear()
+        self._alarms = waiting
         for rank in self._drains:
             try:
                 member = self._worker(rank)
@@ -605,7 +631,7 @@ class Coordinator:
         while pending:
             failure = pending.pop(0)
             source, state_source = self._pick_source(failure, step, failures)
-            spare = next(iter(self._spares()), None)
+            spare = self._ready_spare() if source is not None else None
             if source is None or spare is None:
                 reason = "no live copy of the state" if source is None else "no spare left"
                 self.sink.emit(self.events.migration_failed(failure.incident, reason))
@@ -762,7 +788,7 @@ class Coordinator:
             self._emit_resumed(failure, restore_step)
 
     def _cold_process(self) -> Member:
-        spare = next(iter(self._spares()), None)
+        spare = self._ready_spare()
         if spare is not None:
             return spare
         if self.spawn is None:

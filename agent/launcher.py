@@ -1,8 +1,10 @@
 """Starts the training processes of one node and watches them.
 
-`yoco-agent run` on a single machine: this launcher starts the coordinator in-process, then N
-workers and S spares. On several machines each node runs a launcher pointed at one coordinator
-(see docs/agent.md); which process becomes which rank is the coordinator's choice.
+`yoco-agent run` on a single machine: this launcher starts the coordinator in-process and N
+workers; the S spares start once the workers train, one at a time and at a lower CPU priority
+(agent/spares.py, agent/priority.py). On several machines each node runs a launcher pointed at
+one coordinator (see docs/agent.md); which process becomes which rank is the coordinator's
+choice.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from agent import priority
 
 
 def kill_listed_processes(status_file: str | os.PathLike) -> None:
@@ -58,6 +62,14 @@ class LocalProcesses:
         self._lock = threading.Lock()
 
     def start(self) -> subprocess.Popen:
+        return self._start(self.command, {})
+
+    def start_spare(self) -> int:
+        """Start a standby spare at a lower CPU priority; returns its pid."""
+        command, env = priority.spare_command(self.command)
+        return self._start(command, env).pid
+
+    def _start(self, command: list[str], extra_env: dict[str, str]) -> subprocess.Popen:
         with self._lock:
             index = len(self.processes)
             env = dict(os.environ)
@@ -65,9 +77,10 @@ class LocalProcesses:
                 YOCO_COORDINATOR=self.coordinator,
                 YOCO_LOCAL_INDEX=str(index),
                 YOCO_NODE=self.node,
+                **extra_env,
             )
             # Own session: kill() can then end a process and anything it started.
-            process = subprocess.Popen(self.command, env=env, start_new_session=True)
+            process = subprocess.Popen(command, env=env, start_new_session=True)
             self.processes.append(process)
         threading.Thread(target=self._watch, args=(process,), daemon=True).start()
         return process
@@ -86,11 +99,13 @@ class LocalProcesses:
             except ProcessLookupError:
                 pass
 
-    def wait_all(self, timeout_s: float) -> None:
-        """Let processes finish (workers save their results after the loop), then end any
-        that are left."""
+    def wait_all(self, timeout_s: float, pids: set[int] | None = None) -> None:
+        """Let the processes `pids` (default all) finish (workers save their results after
+        the loop), then end any that are left (e.g. a spare still starting)."""
         deadline = time.monotonic() + timeout_s
         for process in list(self.processes):
+            if pids is not None and process.pid not in pids:
+                continue
             try:
                 process.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:

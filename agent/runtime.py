@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from agent import checkpoint
+from agent import checkpoint, priority
 from agent.protocol import Channel, ChannelClosed, split_address
 from agent.reducer import FlatReducer
 from agent.state import Registry, decode_per_rank, encode_per_rank, flatten
@@ -249,6 +249,9 @@ class Run:
         while True:
             command = self._commands.get()
             kind = command["type"]
+            if self.role == "spare" and kind in ("recv_state", "resume"):
+                # Becoming a rank: a spare waited at a lower CPU priority (agent/priority.py).
+                priority.restore_normal()
             if kind == "send_state":
                 self._send_state(command)
             elif kind == "recv_state":
