@@ -7,13 +7,13 @@ Layout, one directory per step:
     step_00000040/rank_3/       that rank's RNG streams and data position
     step_00000040/COMPLETE      written by rank 0 once every rank has written its part
 
-Each part is a DCP checkpoint of tensors only (the state's skeleton is stored as a uint8 tensor
-beside them), so it loads without a pre-built template, e.g. into a freshly started process.
+Each part is a DCP checkpoint of tensors only (the state's typed skeleton, agent/skeleton.py,
+is stored as a uint8 tensor beside them), so it loads without a pre-built template, e.g. into a
+freshly started process.
 """
 
 from __future__ import annotations
 
-import pickle
 import shutil
 from pathlib import Path
 
@@ -21,7 +21,7 @@ import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import FileSystemReader
 
-from agent.state import flatten, unflatten
+from agent.skeleton import flatten, unflatten
 
 SKELETON_KEY = "skeleton"
 
@@ -33,7 +33,7 @@ def step_dir(root: Path, step: int) -> Path:
 def _save(obj, path: Path) -> None:
     skeleton, tensors = flatten(obj)
     state = {f"t{i}": t.detach().cpu() for i, t in enumerate(tensors)}
-    state[SKELETON_KEY] = torch.frombuffer(bytearray(pickle.dumps(skeleton)), dtype=torch.uint8)
+    state[SKELETON_KEY] = torch.frombuffer(bytearray(skeleton), dtype=torch.uint8)
     dcp.save(state, checkpoint_id=str(path), no_dist=True)
 
 
@@ -44,7 +44,7 @@ def _load(path: Path):
         for key, meta in metadata.state_dict_metadata.items()
     }
     dcp.load(template, checkpoint_id=str(path), no_dist=True)
-    skeleton = pickle.loads(template.pop(SKELETON_KEY).numpy().tobytes())
+    skeleton = template.pop(SKELETON_KEY).numpy().tobytes()
     return unflatten(skeleton, [template[f"t{i}"] for i in range(len(template))])
 
 

@@ -22,13 +22,14 @@ import queue
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch.distributed as dist
 
 from agent import checkpoint
+from agent.advice import NO_LIVE_COPY, NO_SPARE, has_checkpoint_fallback, no_live_recovery
 from agent.events import EventFactory, new_incident_id
 from agent.protocol import Channel, ChannelClosed
 from agent.reporter import EventSink
@@ -40,6 +41,14 @@ QUIESCED = {"stalled", "paused", "finished"}
 
 class JobFailed(RuntimeError):
     pass
+
+
+class NoLiveRecovery(Exception):
+    """No live copy of some state, or no spare that can take it: only a checkpoint can help."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
 
 
 @dataclass
@@ -104,6 +113,9 @@ class Failure:
     target: Member | None = None
     nbytes: int = 0
     transfer_ms: float = 0.0
+    tried: set[int] = field(default_factory=set)  # spares (member ids) that failed to take it
+    receive_error: str | None = None  # the last spare's error receiving the state
+    stays: bool = False  # a degrading worker no spare could take over: it trains on
 
 
 class Coordinator:
@@ -430,16 +442,20 @@ class Coordinator:
     def _spare_coming(self) -> bool:
         return self.spare_supply is not None and self.spare_supply.coming()
 
-    def _ready_spare(self) -> Member | None:
-        """A ready spare; when none is, but one is still starting, wait for it (at most the
-        join timeout): a failure soon after the job started finds the spares still loading."""
-        if not self._spares() and self._spare_coming():
+    def _ready_spare(self, tried: Collection[int] = ()) -> Member | None:
+        """A ready spare not in `tried` (ids); when none is, but one is still starting, wait
+        for it (at most the join timeout): a failure soon after the job started finds the
+        spares still loading."""
+
+        def untried() -> list[Member]:
+            return [s for s in self._spares() if s.id not in tried]
+
+        if not untried() and self._spare_coming():
             print("yoco agent: no spare ready yet; waiting for one to finish starting", flush=True)
             self._wait(
-                lambda: bool(self._spares()) or not self._spare_coming(),
-                self.settings.join_timeout_s,
+                lambda: bool(untried()) or not self._spare_coming(), self.settings.join_timeout_s
             )
-        return next(iter(self._spares()), None)
+        return next(iter(untried()), None)
 
     def _wait(self, done: Callable[[], bool], timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -471,14 +487,22 @@ class Coordinator:
         self.slot_bytes = 2 * max(m.state_bytes for m in self._workers()) // 1000 + 64 * 1024
         self.sink.emit(
             self.events.job_started(
-                s.world_size, s.model, _gpus(self._workers()), _protection(self._workers())
+                s.world_size,
+                s.model,
+                _gpus(self._workers()),
+                spares=sum(1 for m in self.members if m.role == "spare")
+                + (self.spare_supply.pending() if self.spare_supply else 0),
+                parallelism={"dp_replicate": s.world_size},  # every rank a full replica
+                extra=_protection(self._workers()),
             )
         )
         self._resume_all({m.rank: "none" for m in self._workers()}, step=0)
         if self.spare_supply is not None:
             self.spare_supply.begin()  # the workers are on their first step
 
-    def _new_failures(self) -> list[Failure]:
+    def _new_failures(self, claimed: int = 0) -> list[Failure]:
+        """Failures not yet being handled; `claimed`: spares the recovery in progress still
+        needs."""
         failures = []
         for dead in self._deaths:
             alarm = dead.fatal_alarm or {}
@@ -493,23 +517,34 @@ class Coordinator:
                 )
             )
         self._deaths.clear()
+        # A degrading worker still trains: it moves only to a spare no death needs, so alarms
+        # (the same one on every rank at once, say) can never leave a rank without a home.
+        free = len(self._spares()) - claimed - len(failures)
         waiting = []  # alarms that wait for a spare still starting
         for member, alarm in self._alarms:
-            if member.role == "worker" and self._spares():
-                failures.append(
-                    Failure(
-                        member.rank,
-                        member,
-                        "preemptive",
-                        alarm["category"],
-                        alarm["detail"],
-                        alarm.get("xid"),
-                    )
+            if member.role != "worker" or member.rank in {f.rank for f in failures}:
+                continue
+            if free <= 0 and self._spare_coming():
+                waiting.append((member, alarm))  # moved once the spare starting is ready
+                continue
+            if free <= 0:
+                print(
+                    f"yoco agent: {alarm['detail']} on rank {member.rank}; no free spare to move "
+                    "it to, so it keeps training",
+                    flush=True,
                 )
-            elif member.role == "worker" and self._spare_coming():
-                waiting.append((member, alarm))
-            elif member.role == "worker":
-                print(f"yoco agent: {alarm['detail']} on rank {member.rank}, no spare to move to")
+                continue
+            free -= 1
+            failures.append(
+                Failure(
+                    member.rank,
+                    member,
+                    "preemptive",
+                    alarm["category"],
+                    alarm["detail"],
+                    alarm.get("xid"),
+                )
+            )
         self._alarms = waiting
         for rank in self._drains:
             try:
@@ -533,11 +568,13 @@ class Coordinator:
             self._emit_detected(failure)
         live = self._quiesce(failures)
         resume_step = max(m.report["step"] for m in live) if live else None
-        restore = self._migrate(failures, live, resume_step)
-        if restore is None:
-            self._checkpoint_fallback(failures, resume_step)
+        try:
+            restore = self._migrate(failures, live, resume_step)
+        except NoLiveRecovery as impossible:
+            self._checkpoint_fallback(failures, resume_step, impossible.reason)
             return
-        for failure in failures:
+        moved = [f for f in failures if not f.stays]
+        for failure in moved:
             if failure.member.alive:  # the drained or degrading worker itself
                 failure.member.role = "retired"
                 self._send(failure.member, {"type": "retire"})
@@ -545,9 +582,12 @@ class Coordinator:
             failure.target.rank = failure.rank
         recompute_ms = max((m.report.get("recompute_ms", 0) for m in live), default=0)
         if not self._resume_all(restore, resume_step):
-            self._recover_again(failures)
+            self._recover_again(moved)
             return
-        self._report_live(failures, resume_step, recompute_ms)
+        self._report_live(moved, resume_step, recompute_ms)
+        for failure in failures:
+            if failure.stays:
+                self._emit_resumed(failure, resume_step)
 
     def _report_live(self, failures: list[Failure], resume_step: int, recompute_ms: float) -> None:
         for failure in failures:
@@ -623,19 +663,20 @@ class Coordinator:
     def _migrate(self, failures: list[Failure], live: list[Member], step: int | None):
         """Give every failed rank a spare holding its state at `step`, and bring laggards (a
         survivor that missed the last update while others applied it) up to `step`. Returns
-        how each rank restores its per-rank state, or None when only a checkpoint can help."""
+        how each rank restores its per-rank state; raises NoLiveRecovery when only a checkpoint
+        can help."""
         restore = {m.rank: "own" for m in live if m.rank not in {f.rank for f in failures}}
         if step is None:
-            return None
+            raise NoLiveRecovery(NO_LIVE_COPY)
         pending = list(failures)
         while pending:
             failure = pending.pop(0)
             source, state_source = self._pick_source(failure, step, failures)
-            spare = self._ready_spare() if source is not None else None
+            spare = self._ready_spare(failure.tried) if source is not None else None
             if source is None or spare is None:
-                reason = "no live copy of the state" if source is None else "no spare left"
-                self.sink.emit(self.events.migration_failed(failure.incident, reason))
-                return None
+                reason = NO_LIVE_COPY if source is None else self._no_spare(failure)
+                self._give_up(failure, reason, restore)
+                continue
             self.sink.emit(
                 self.events.migration_started(
                     failure.incident,
@@ -652,9 +693,21 @@ class Coordinator:
                 failure.transfer_ms = reply["duration_ms"]
                 restore[failure.rank] = "received"
                 continue
-            self.sink.emit(self.events.migration_failed(failure.incident, reply["error"]))
             if spare.role == "receiving":
                 spare.role = "spare"
+            if reply["side"] == "target":
+                failure.tried.add(spare.id)
+                if reply["error"] == failure.receive_error:
+                    # The same error on a second spare, on the same state: it would fail on
+                    # every spare. Stop before the pool is burned.
+                    reason = (
+                        f"{reply['reason']}; a second spare failed the same way receiving the "
+                        f"state of step {step}, so no further spare is tried"
+                    )
+                    self._give_up(failure, reason, restore)
+                    continue
+                failure.receive_error = reply["error"]
+            self.sink.emit(self.events.migration_failed(failure.incident, reply["reason"]))
             self._absorb_new_failures(failures, pending)
             pending.insert(0, failure)
         for laggard in [m for m in self._workers() if m.report["step"] < step]:
@@ -666,11 +719,32 @@ class Coordinator:
             restore[laggard.rank] = "received"
         return restore
 
+    def _give_up(self, failure: Failure, reason: str, restore: dict[int, str]) -> None:
+        """No spare can take this rank's state. A degrading worker is still alive and holds
+        it, so it trains on where it is; anyone else needs the checkpoint (NoLiveRecovery)."""
+        if failure.trigger == "preemptive" and failure.member.alive:
+            reason += f"; rank {failure.rank} keeps training on its device"
+            print(f"yoco agent: {reason}", flush=True)
+            failure.stays = True
+            restore[failure.rank] = "own"
+        self.sink.emit(self.events.migration_failed(failure.incident, reason))
+        if not failure.stays:
+            raise NoLiveRecovery(reason)
+
+    def _no_spare(self, failure: Failure) -> str:
+        if failure.receive_error is None:
+            return NO_SPARE
+        return (
+            f"{NO_SPARE} (every spare failed to receive the state; the last: "
+            f"{failure.receive_error})"
+        )
+
     def _absorb_new_failures(self, failures: list[Failure], pending: list[Failure]) -> None:
         """Deaths during a recovery. A leaving worker that dies is still its own incident (its
         state now comes from a replica); anyone else is a new incident."""
         known = {f.rank for f in failures}
-        for failure in self._new_failures():
+        claimed = sum(1 for f in failures if f.target is None and not f.stays)
+        for failure in self._new_failures(claimed):
             if failure.rank in known:
                 continue
             self._emit_detected(failure)
@@ -713,13 +787,15 @@ class Coordinator:
         self._transfer_in_flight = None
         sent, loaded = source.replies.get(transfer), target.replies.get(transfer)
         if not target.alive:
-            return {"ok": False, "error": f"target {self._describe(target)} died mid-stream"}
+            return _failed("target", "died while receiving", self._describe(target))
         if not source.alive:
-            return {"ok": False, "error": f"source {self._describe(source)} died mid-stream"}
+            return _failed("source", "died while sending", self._describe(source))
         if not (sent and loaded):
-            return {"ok": False, "error": "transfer timed out"}
-        if not loaded["ok"] or not sent["ok"]:
-            return {"ok": False, "error": loaded.get("error") or sent.get("error")}
+            return _failed("both", "transfer timed out", "")
+        if not loaded["ok"]:  # the receiver's error first: a sender's is then a consequence
+            return _failed("target", loaded["error"], self._describe(target))
+        if not sent["ok"]:
+            return _failed("source", sent["error"], self._describe(source))
         return loaded
 
     def _resume_all(self, restore: dict[int, str], step: int, checkpoint_step=None) -> bool:
@@ -754,16 +830,22 @@ class Coordinator:
         self._recover(self._new_failures())
         self._report_live([f for f in failures if f.target is not None], self.step, 0)
 
-    def _checkpoint_fallback(self, failures: list[Failure], resume_step: int | None) -> None:
+    def _checkpoint_fallback(
+        self, failures: list[Failure], resume_step: int | None, reason: str
+    ) -> None:
         """No live copy or no spare: every rank rolls back to the newest complete checkpoint,
         the missing ones on cold processes. A rollback, reported as one."""
         s = self.settings
-        restore_step = checkpoint.newest_complete(s.checkpoint_dir)
+        restore_step = None
+        if has_checkpoint_fallback(s.mode):
+            restore_step = checkpoint.newest_complete(s.checkpoint_dir)
         if restore_step is None:
-            raise JobFailed(
-                "live recovery impossible (no spare or no live copy) and no checkpoint to fall "
-                "back to; run with --checkpoint-dir and --checkpoint-every"
-            )
+            raise JobFailed(no_live_recovery(s.mode, reason, s.checkpoint_dir))
+        print(
+            f"yoco agent: live recovery impossible ({reason}); restoring the checkpoint of step "
+            f"{restore_step}",
+            flush=True,
+        )
         for failure in failures:
             if failure.member.alive:
                 failure.member.role = "retired"
@@ -812,6 +894,18 @@ class Coordinator:
             if member.role in ("spare", "receiving"):
                 self._send(member, {"type": "retire"})
         self._write_status()
+
+
+def _failed(side: str, error: str, who: str) -> dict:
+    """A failed transfer: which side failed, its error (the same text for the same failure on
+    another process) and the reason reported."""
+    if side == "target":
+        reason = f"{who} could not receive the state: {error}"
+    elif side == "source":
+        reason = f"the source, {who}, could not send the state: {error}"
+    else:
+        reason = error
+    return {"ok": False, "side": side, "error": error, "reason": reason}
 
 
 def _protection(workers: list[Member]) -> dict | None:

@@ -17,6 +17,7 @@ CATEGORIES = {
     "sdc", "maintenance", "unknown",
 }  # fmt: skip
 STATE_SOURCES = {"self", "replica", "mirror"}
+SPARE_KINDS = {"standby", "reclaimed"}
 MODES = {"model_aware", "transparent"}
 JOB_STATUSES = {"completed", "failed", "cancelled"}
 # Types whose events belong to one incident and therefore carry it as `subject`.
@@ -69,16 +70,26 @@ class EventFactory:
         return event
 
     def job_started(
-        self, world_size: int, model: str, gpus: int, extra: dict | None = None
+        self,
+        world_size: int,
+        model: str,
+        gpus: int,
+        *,
+        spares: int,
+        parallelism: dict[str, int],
+        extra: dict | None = None,
     ) -> dict:
-        """`extra`: further data fields (SPEC allows them), e.g. transparent mode's
-        `protected` / `unprotected`."""
+        """`spares`: standby spares at start; `parallelism`: dimension name -> size. `extra`:
+        further data fields (SPEC allows them), e.g. transparent mode's `protected` /
+        `unprotected`."""
         data = {
             "framework": "pytorch",
             "world_size": _count(world_size),
             "model": model,
             "gpus": _count(gpus),
             "mode": self.mode,
+            "spares": _count(spares),
+            "parallelism": {name: _count(size) for name, size in parallelism.items()},
             **(extra or {}),
         }
         return self._event("job.started", data)
@@ -113,7 +124,14 @@ class EventFactory:
         return self._event("failure.detected", data, incident)
 
     def migration_started(
-        self, incident: str, *, state_source: str, source: dict, target: dict, nbytes: int
+        self,
+        incident: str,
+        *,
+        state_source: str,
+        source: dict,
+        target: dict,
+        nbytes: int,
+        spare: str = "standby",
     ) -> dict:
         data = {
             "mode": self.mode,
@@ -121,6 +139,7 @@ class EventFactory:
             "source": source,
             "target": target,
             "bytes": _count(nbytes),
+            "spare": _check(spare, SPARE_KINDS, "spare"),
         }
         return self._event("migration.started", data, incident)
 

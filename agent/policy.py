@@ -21,7 +21,10 @@ class Thresholds:
     thermal_throttle: bool = True  # HW/SW thermal slowdown active
     pcie_replay_delta: int = 1000  # PCIe replays since the job started (link degrading)
     recovery_action: bool = True  # the driver asks for a reset/reboot (action other than none)
-    host_memory_available_mb: int = 256  # below this the node is about to OOM
+    # Below this many MB available the node counts as about to OOM. Off (0) by default: a busy
+    # healthy machine runs with little memory available, and the kernel's OOM killer, when it
+    # does act, is an unplanned failure the agent recovers from anyway.
+    host_memory_available_mb: int = 0
     # XIDs that say the GPU is degrading but alive (63/64: row remapping, 92: high SBE rate,
     # 94: contained ECC) and those that say it is gone (79: fallen off the bus, 48: DBE,
     # 95: uncontained ECC, 74: NVLink, 119/120: GSP).

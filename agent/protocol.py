@@ -14,6 +14,12 @@ class ChannelClosed(ConnectionError):
     pass
 
 
+def error_text(error: BaseException) -> str:
+    """An exception as a reply reports it: its type and message (the same text for the same
+    failure in another process, so the coordinator can tell a repeated failure)."""
+    return f"{type(error).__name__}: {error}"[:300]
+
+
 class Channel:
     def __init__(self, sock: socket.socket):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

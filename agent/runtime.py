@@ -32,9 +32,10 @@ import torch
 import torch.distributed as dist
 
 from agent import checkpoint, priority
-from agent.protocol import Channel, ChannelClosed, split_address
+from agent.protocol import Channel, ChannelClosed, error_text, split_address
 from agent.reducer import FlatReducer
-from agent.state import Registry, decode_per_rank, encode_per_rank, flatten
+from agent.skeleton import flatten
+from agent.state import Registry, decode_per_rank, encode_per_rank
 from agent.telemetry import HealthMonitor
 from agent.transport import pair_group, recv_state, send_state
 
@@ -289,8 +290,8 @@ class Run:
             }
             nbytes = send_state(group, state)
             reply = {"ok": True, "bytes": nbytes}
-        except (RuntimeError, OSError) as error:
-            reply = {"ok": False, "error": str(error)[:300]}
+        except Exception as error:  # noqa: BLE001 - any failure is reported, the process lives
+            reply = {"ok": False, "error": error_text(error)}
         reply["duration_ms"] = (time.perf_counter() - started) * 1000
         self.channel.send({"type": "sent", "transfer": command["transfer"], **reply})
 
@@ -306,8 +307,8 @@ class Run:
             per_rank = received.state["per_rank"].numpy().tobytes()
             self.registry.load_per_rank_state(decode_per_rank(per_rank))
             reply = {"ok": True, "bytes": received.nbytes}
-        except (RuntimeError, OSError) as error:
-            reply = {"ok": False, "error": str(error)[:300]}
+        except Exception as error:  # noqa: BLE001 - any failure is reported, the process lives
+            reply = {"ok": False, "error": error_text(error)}
         reply["duration_ms"] = (time.perf_counter() - started) * 1000
         self.channel.send({"type": "loaded", "transfer": command["transfer"], **reply})
 

@@ -37,9 +37,12 @@ class SpareSupply:
         """A process ended or was declared dead (a spare that never became ready included)."""
         self.ready(pid)
 
+    def pending(self) -> int:
+        """Spares on their way: loading, or not started yet."""
+        return self.remaining + (self.loading is not None)
+
     def coming(self) -> bool:
-        """Is a spare still on its way (loading, or not started yet)?"""
-        return self.loading is not None or self.remaining > 0
+        return self.pending() > 0
 
     def _next(self) -> None:
         if self.begun and self.loading is None and self.remaining > 0:

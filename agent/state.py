@@ -1,4 +1,4 @@
-"""What a worker's training state is, and how it is taken apart into tensors and put back.
+"""What a worker's training state is, and the checksums that guard it in transit.
 
 Two kinds of state (SPEC 2.1):
 * *replicated*: model, optimizer, scheduler, extras. Identical on every data-parallel rank after
@@ -23,70 +23,10 @@ class Stateful(Protocol):
     def load_state_dict(self, state: dict) -> Any: ...
 
 
-@dataclass(frozen=True)
-class TensorSlot:
-    """Placeholder for the i-th tensor in a skeleton."""
-
-    index: int
-    shape: tuple[int, ...]
-    dtype: torch.dtype
-
-
-def flatten(obj: Any) -> tuple[Any, list[torch.Tensor]]:
-    """Split a nested state dict into a tensor-free skeleton and its tensors, in a fixed order.
-
-    The skeleton is small (names, hyper-parameters, shapes) and travels as one message; the
-    tensors travel one by one and can be received in place.
-    """
-    tensors: list[torch.Tensor] = []
-
-    def walk(value):
-        if isinstance(value, torch.Tensor):
-            tensors.append(value)
-            return TensorSlot(len(tensors) - 1, tuple(value.shape), value.dtype)
-        if isinstance(value, dict):
-            return type(value)((k, walk(v)) for k, v in value.items())
-        if isinstance(value, list | tuple):
-            return type(value)(walk(v) for v in value)
-        return value
-
-    return walk(obj), tensors
-
-
-def unflatten(skeleton: Any, tensors: list[torch.Tensor]) -> Any:
-    def walk(value):
-        if isinstance(value, TensorSlot):
-            return tensors[value.index]
-        if isinstance(value, dict):
-            return type(value)((k, walk(v)) for k, v in value.items())
-        if isinstance(value, list | tuple):
-            return type(value)(walk(v) for v in value)
-        return value
-
-    return walk(skeleton)
-
-
-def tensor_slots(skeleton: Any) -> list[TensorSlot]:
-    """The placeholders of a skeleton, by index."""
-    found: list[TensorSlot] = []
-
-    def walk(value):
-        if isinstance(value, TensorSlot):
-            found.append(value)
-        elif isinstance(value, dict):
-            for v in value.values():
-                walk(v)
-        elif isinstance(value, list | tuple):
-            for v in value:
-                walk(v)
-
-    walk(skeleton)
-    return sorted(found, key=lambda s: s.index)
-
-
 def as_bytes(tensor: torch.Tensor) -> torch.Tensor:
-    """A flat uint8 view of a contiguous tensor's storage, whatever its dtype."""
-    return tensor.detach().reshape(-1).view(torch.uint8)
+    """A flat uint8 view of a contiguous tensor's storage, whatever its dtype (a copy for a
+    non-contiguous tensor, or a lazily conjugated / negated view)."""
+    return tensor.detach().resolve_conj().resolve_neg().reshape(-1).view(torch.uint8)
 
 
 _BLOCK_WORDS = 64

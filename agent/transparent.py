@@ -56,7 +56,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from agent.protocol import ChannelClosed
+from agent.protocol import ChannelClosed, error_text
 from agent.reducer import FlatReducer, _wait
 from agent.runtime import Run, _bytes_tensor, attach
 from agent.state import Registry, decode_per_rank, encode_per_rank
@@ -550,8 +550,8 @@ class TransparentRun(Run):
                 "numel": self.total_numel,
             }
             reply = {"ok": True, "bytes": send_state(group, state)}
-        except (RuntimeError, OSError) as error:
-            reply = {"ok": False, "error": str(error)[:300]}
+        except Exception as error:  # noqa: BLE001 - any failure is reported, the process lives
+            reply = {"ok": False, "error": error_text(error)}
         reply["duration_ms"] = (time.perf_counter() - started) * 1000
         self.channel.send({"type": "sent", "transfer": command["transfer"], **reply})
 
@@ -572,8 +572,8 @@ class TransparentRun(Run):
             self.total_numel = int(received.state["numel"])
             self.current_step = int(self.pending["step"])
             reply = {"ok": True, "bytes": received.nbytes}
-        except (RuntimeError, OSError) as error:
-            reply = {"ok": False, "error": str(error)[:300]}
+        except Exception as error:  # noqa: BLE001 - any failure is reported, the process lives
+            reply = {"ok": False, "error": error_text(error)}
         reply["duration_ms"] = (time.perf_counter() - started) * 1000
         self.channel.send({"type": "loaded", "transfer": command["transfer"], **reply})
 

@@ -14,14 +14,14 @@ from __future__ import annotations
 import collections
 import datetime
 import os
-import pickle
 import time
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
-from agent.state import Checksum, as_bytes, flatten, tensor_slots, unflatten
+from agent.skeleton import TensorSpec, encode, tensor_specs, unflatten
+from agent.state import Checksum, as_bytes
 
 CHUNK_BYTES = 8 << 20  # a whole number of checksum blocks; gloo is fastest at 8 MiB (bench)
 WINDOW = 128  # sends/receives in flight: 1 GiB, as in the best raw gloo pattern (bench)
@@ -57,27 +57,14 @@ def _chunks(tensors: list[torch.Tensor]):
             yield i, start + CHUNK_BYTES >= n, raw[start : start + CHUNK_BYTES]
 
 
-def _tensor_paths(obj, prefix=()) -> dict[tuple, object]:
-    if isinstance(obj, dict):
-        out = {}
-        for k, v in obj.items():
-            out.update(_tensor_paths(v, prefix + (k,)))
-        return out
-    if isinstance(obj, list | tuple):
-        out = {}
-        for i, v in enumerate(obj):
-            out.update(_tensor_paths(v, prefix + (i,)))
-        return out
-    return {prefix: obj}
-
-
 def _signed(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
 def send_state(group: dist.ProcessGroup, state: dict) -> int:
-    skeleton, tensors = flatten(state)
-    header = torch.frombuffer(bytearray(pickle.dumps(skeleton)), dtype=torch.uint8)
+    encoded = encode(state)
+    tensors = encoded.tensors
+    header = torch.frombuffer(bytearray(encoded.skeleton), dtype=torch.uint8)
     group.send([torch.tensor([header.numel()], dtype=torch.int64)], 1, 0).wait()
     group.send([header], 1, 1).wait()
     in_flight: collections.deque = collections.deque()
@@ -106,22 +93,12 @@ def recv_state(group: dist.ProcessGroup, template: dict | None) -> Received:
     group.recv([length], 0, 0).wait()
     header = torch.empty(int(length.item()), dtype=torch.uint8)
     group.recv([header], 0, 1).wait()
-    skeleton = pickle.loads(header.numpy().tobytes())
-    own = _tensor_paths(template) if template is not None else {}
-    slots_by_path = {
-        path: slot for path, slot in _tensor_paths(skeleton).items() if hasattr(slot, "index")
-    }
-    tensors: list[torch.Tensor | None] = [None] * len(tensor_slots(skeleton))
-    for path, slot in slots_by_path.items():
-        mine = own.get(path)
-        fits = (
-            isinstance(mine, torch.Tensor)
-            and tuple(mine.shape) == slot.shape
-            and mine.dtype == slot.dtype
-            and mine.is_contiguous()
-            and mine.device.type == "cpu"
-        )
-        tensors[slot.index] = mine.detach() if fits else torch.empty(slot.shape, dtype=slot.dtype)
+    skeleton = header.numpy().tobytes()
+    own = {}
+    if template is not None:
+        mine = encode(template)
+        own = dict(zip(mine.paths, mine.tensors, strict=True))
+    tensors = [_destination(spec, own.get(spec.path)) for spec in tensor_specs(skeleton)]
     in_flight: collections.deque = collections.deque()
     sums = torch.zeros(len(tensors), 2, dtype=torch.int64)
     delay = float(os.environ.get(RECV_DELAY_ENV, "0"))
@@ -154,3 +131,16 @@ def recv_state(group: dist.ProcessGroup, template: dict | None) -> Received:
         raise TransferError(f"checksum mismatch in {len(bad)} of {len(tensors)} tensors")
     nbytes = sum(t.numel() * t.element_size() for t in tensors)
     return Received(unflatten(skeleton, tensors), nbytes)
+
+
+def _destination(spec: TensorSpec, mine: torch.Tensor | None) -> torch.Tensor:
+    """The receiver's own tensor at the same place when the bytes can land in it, else a new
+    one."""
+    fits = (
+        type(mine) is torch.Tensor
+        and tuple(mine.shape) == spec.shape
+        and mine.dtype == spec.dtype
+        and mine.is_contiguous()
+        and mine.device.type == "cpu"
+    )
+    return mine.detach() if fits else torch.empty(spec.shape, dtype=spec.dtype)

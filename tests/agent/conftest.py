@@ -28,7 +28,9 @@ GPT_ARGS = ["--steps", "60", "--dim", "32", "--heads", "2", "--layers", "2", "--
 
 
 class Job:
-    def __init__(self, tmp: Path, workers: int, spares: int, extra: list[str], script_args):
+    def __init__(
+        self, tmp: Path, workers: int, spares: int, extra: list[str], script_args, script=None
+    ):
         self.dir = tmp
         self.events_path = tmp / "events.jsonl"
         self.status_path = tmp / "status.json"
@@ -38,7 +40,8 @@ class Job:
             "--events", str(self.events_path), "--status-file", str(self.status_path),
             "--cluster", "ci", "--job", tmp.name, "--join-timeout", "60",
             "--heartbeat-timeout", "3", *extra, "--",
-            PYTHON, str(REPO / "agent/examples/gpt.py"), *script_args, "--out", str(self.out),
+            PYTHON, str(script or REPO / "agent/examples/gpt.py"), *script_args, "--out",
+            str(self.out),
         ]  # fmt: skip
         env = dict(os.environ, PYTHONPATH=str(REPO), YOCO_CONNECT_TIMEOUT_S="20")
         self.log = open(tmp / "launcher.log", "w")  # noqa: SIM115 - closed in stop()
@@ -126,10 +129,10 @@ class Job:
 def start_job(tmp_path):
     jobs: list[Job] = []
 
-    def start(name: str, workers=4, spares=0, extra=(), script_args=GPT_ARGS) -> Job:
+    def start(name: str, workers=4, spares=0, extra=(), script_args=GPT_ARGS, script=None) -> Job:
         directory = tmp_path / name
         directory.mkdir()
-        job = Job(directory, workers, spares, list(extra), list(script_args))
+        job = Job(directory, workers, spares, list(extra), list(script_args), script)
         jobs.append(job)
         return job
 

@@ -43,7 +43,7 @@ def test_spare_killed_during_migration_moves_on_to_the_next_spare(start_job, bas
         "migration.completed",
         "job.resumed",
     ]
-    assert "died mid-stream" in events[2]["data"]["reason"]
+    assert "died while receiving" in events[2]["data"]["reason"]
     assert events[4]["data"]["steps_lost"] == 0
 
 

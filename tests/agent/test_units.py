@@ -10,7 +10,8 @@ import torch
 from agent.events import EventFactory
 from agent.policy import Thresholds, evaluate
 from agent.reducer import SlotOverflow, decode_slot, encode_slot
-from agent.state import checksum, flatten, unflatten
+from agent.skeleton import flatten, unflatten
+from agent.state import checksum
 
 pytestmark = pytest.mark.agent
 
@@ -34,6 +35,22 @@ def test_events_follow_spec_3():
         )  # fmt: skip
     with pytest.raises(ValueError):
         factory._event("job.resumed", {})  # an incident event without its subject
+
+
+def test_job_started_and_migration_started_carry_spec_3_fields():
+    factory = EventFactory("c1", "j1")
+    started = factory.job_started(4, "gpt", 0, spares=2, parallelism={"dp_replicate": 4})
+    assert started["data"]["spares"] == 2
+    assert started["data"]["parallelism"] == {"dp_replicate": 4}
+    migration = factory.migration_started(
+        "inc-1", state_source="self", source={"node": "n", "rank": 1}, target={"node": "m"},
+        nbytes=10,
+    )  # fmt: skip
+    assert migration["data"]["spare"] == "standby"
+    with pytest.raises(ValueError):
+        factory.migration_started(
+            "inc-1", state_source="self", source={}, target={}, nbytes=1, spare="borrowed"
+        )
 
 
 @pytest.mark.parametrize("blob", [b"", b"x", bytes(range(256)) * 40])

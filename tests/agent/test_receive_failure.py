@@ -1,0 +1,50 @@
+"""A state every spare fails to receive the same way does not burn the spare pool: the reason
+names the real error, the second identical failure stops the attempts, and the job falls back to
+its checkpoint, saying why."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from tests.agent.conftest import REPO, incidents
+
+pytestmark = pytest.mark.agent
+
+
+def test_second_identical_receive_failure_stops_and_restores_the_checkpoint(start_job, tmp_path):
+    checkpoints = ["--checkpoint-dir", str(tmp_path / "ckpt"), "--checkpoint-every", "10"]
+    job = start_job(
+        "unloadable",
+        workers=2,
+        spares=3,
+        extra=checkpoints,
+        script_args=["--steps", "30", "--refuse-from", "12"],
+        script=REPO / "tests/agent/unloadable_state_job.py",
+    )
+    job.wait_step(14)  # past the count the state can be loaded at; checkpoint 10 loads
+    os.kill(job.worker_pid(1), signal.SIGKILL)
+    assert job.wait_done() == 0, job.output()
+
+    (events,) = incidents(job).values()
+    types = [e["type"].removeprefix("io.yoco.") for e in events]
+    assert types == [
+        "failure.detected",
+        "migration.started",
+        "migration.failed",
+        "migration.started",
+        "migration.failed",
+        "checkpoint.restored",
+        "job.resumed",
+    ], types
+    first, second = events[2]["data"]["reason"], events[4]["data"]["reason"]
+    assert "could not receive the state: ValueError: a count of" in first
+    assert "past what this object can load" in first
+    assert "a second spare failed the same way" in second
+    assert events[5]["data"]["checkpoint_step"] == 10
+    assert events[5]["data"]["steps_lost"] >= 4
+    assert "restoring the checkpoint of step 10" in job.output()
+    # The third spare was never tried: it is still there, unused, when the job ends.
+    assert sum(1 for m in job.status()["members"] if m["role"] == "spare") >= 1
