@@ -48,7 +48,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from agent.launcher import kill_listed_processes  # noqa: E402
-from bench.common import interleaved, spreads, wait_until, write_result  # noqa: E402
+from bench.common import git_commit, interleaved, spreads, wait_until, write_result  # noqa: E402
 
 GIB = 1 << 30
 SIZES = {"100MB": 100 * 10**6, "1GB": 10**9, "4GB": 4 * 10**9}
@@ -374,6 +374,7 @@ def main() -> None:
     p.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds per measurement")
     args = p.parse_args()
     TIMEOUT_S = args.timeout
+    commit = git_commit()  # the code measured, before anything can change the work tree
     sizes = args.sizes.split(",")
     started = time.monotonic()
     configurations = {
@@ -403,7 +404,7 @@ def main() -> None:
         "recovery_step_s": {s: f["step_s"] for s, f in recovery_figures.items()},
         "bench_wall_s": round(time.monotonic() - started, 1),
     }
-    path = write_result("agent", results)
+    path = write_result("agent", results, commit)
     log(f"wrote {path}")
     print(json.dumps(results, indent=1))
 

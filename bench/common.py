@@ -198,14 +198,15 @@ def git_commit() -> str:
     return git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else "")
 
 
-def write_result(name: str, figures: dict) -> Path:
+def write_result(name: str, figures: dict, commit: str | None = None) -> Path:
+    """`commit`: the one measured (git_commit() when the benchmark started); default now."""
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{name}.json"
     document = {
         **figures,
         "machine": {**machine(), **figures.get("machine", {})},
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "git_commit": git_commit(),
+        "git_commit": commit or git_commit(),
     }
     path.write_text(json.dumps(document, indent=2) + "\n")
     return path

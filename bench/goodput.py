@@ -60,7 +60,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.common import Processes, interleaved, spreads, wait_until, write_result  # noqa: E402
+from bench.common import Processes, git_commit, interleaved, spreads, wait_until, write_result  # noqa: E402
 from yoco.lib.savings import young_daly_interval_hours  # noqa: E402
 
 PY = sys.executable
@@ -249,7 +249,7 @@ class Systems:
         )
         return result
 
-    def checkpoint_restart(self, schedule, every=None, steps=None) -> dict:
+    def checkpoint_restart(self, schedule, every=None, steps=None, name="checkpoint_restart"):
         every = self.every if every is None else every
         steps = steps or self.args.steps
 
@@ -261,7 +261,7 @@ class Systems:
             ]  # fmt: skip
             return [self.procs.start(argv, d / "log.txt")]
 
-        result = self.run(f"checkpoint_restart/{_tag(schedule)}", schedule, start, steps)
+        result = self.run(f"{name}/{_tag(schedule)}", schedule, start, steps)
         result.pop("dir")
         final = result.pop("final")
         result.update(
@@ -273,7 +273,7 @@ class Systems:
         return result
 
     def torchrun(self) -> dict:
-        return self.checkpoint_restart([], every=0)
+        return self.checkpoint_restart([], every=0, name="torchrun")
 
     def torchft(self, schedule) -> dict:
         def start(d: Path):
@@ -448,6 +448,7 @@ def main() -> None:
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
     args = p.parse_args()
 
+    commit = git_commit()  # the code measured, before anything can change the work tree
     missing = missing_peers()
     if missing:
         sys.exit(
@@ -528,7 +529,7 @@ def main() -> None:
         "bench_wall_s": round(time.monotonic() - started, 1),
         "runs": {name: [_rounded(r) for r in runs] for name, runs in raw.items()},
     }
-    path = write_result("goodput", document)
+    path = write_result("goodput", document, commit)
     log(f"wrote {path}")
     print(json.dumps({"targets": document["targets"]}, indent=1, ensure_ascii=False))
 

@@ -94,7 +94,8 @@ def main() -> None:
     progress = Progress(args.progress_dir, group, manager.current_step())
     target = args.steps * groups
     aborted = 0
-    while manager.batches_committed() < target:
+    # A group restarted while the others finish must not train the job again on its own.
+    while manager.batches_committed() < target and not done.exists():
         optimizer.zero_grad()  # starts the quorum (and any recovery from a peer)
         inputs, targets = data.next_batch()
         loss = ddp(inputs, targets)
@@ -111,7 +112,7 @@ def main() -> None:
             ft_step=manager.current_step(),
             aborted=aborted,
         )
-    done.touch()  # a group restarted from now on must not train the job again on its own
+    done.touch()
     manager.shutdown(wait=False)
 
 
