@@ -372,6 +372,7 @@ def main() -> None:
     p.add_argument("--sizes", default="100MB,1GB", help=f"recovery states, of {','.join(SIZES)}")
     p.add_argument("--overhead-steps", type=int, default=40, help="per repeat and kind of step")
     p.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds per measurement")
+    p.add_argument("--output", type=Path, help="default bench/results/agent.json")
     args = p.parse_args()
     TIMEOUT_S = args.timeout
     commit = git_commit()  # the code measured, before anything can change the work tree
@@ -404,7 +405,7 @@ def main() -> None:
         "recovery_step_s": {s: f["step_s"] for s, f in recovery_figures.items()},
         "bench_wall_s": round(time.monotonic() - started, 1),
     }
-    path = write_result("agent", results, commit)
+    path = write_result("agent", results, commit, args.output)
     log(f"wrote {path}")
     print(json.dumps(results, indent=1))
 

@@ -198,10 +198,13 @@ def git_commit() -> str:
     return git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else "")
 
 
-def write_result(name: str, figures: dict, commit: str | None = None) -> Path:
-    """`commit`: the one measured (git_commit() when the benchmark started); default now."""
+def write_result(
+    name: str, figures: dict, commit: str | None = None, path: Path | None = None
+) -> Path:
+    """Write bench/results/NAME.json (or `path`). `commit`: the one measured (git_commit()
+    when the benchmark started); default now."""
     RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"{name}.json"
+    path = path or RESULTS / f"{name}.json"
     document = {
         **figures,
         "machine": {**machine(), **figures.get("machine", {})},

@@ -446,6 +446,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=5, help="runs of each configuration")
     p.add_argument("--timeout", type=float, default=300, help="seconds per run")
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
+    p.add_argument("--output", type=Path, help="default bench/results/goodput.json")
     args = p.parse_args()
 
     commit = git_commit()  # the code measured, before anything can change the work tree
@@ -529,7 +530,7 @@ def main() -> None:
         "bench_wall_s": round(time.monotonic() - started, 1),
         "runs": {name: [_rounded(r) for r in runs] for name, runs in raw.items()},
     }
-    path = write_result("goodput", document, commit)
+    path = write_result("goodput", document, commit, args.output)
     log(f"wrote {path}")
     print(json.dumps({"targets": document["targets"]}, indent=1, ensure_ascii=False))
 
