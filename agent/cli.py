@@ -226,7 +226,9 @@ def _coordinator(settings, sink, command: list[str], workers: int, spares: int, 
         spawn=local.start if (local and respawn) else None,
         kill=local.kill if local else None,
         # Spares start once the workers train, so that they do not delay the first step.
-        spare_supply=SpareSupply(local.start_spare, spares) if local and spares else None,
+        spare_supply=SpareSupply(local.start_spare, spares, local.hurry)
+        if local and spares
+        else None,
     )
     print(f"yoco agent: coordinator at {coordinator.address}", flush=True)
     if local is not None:

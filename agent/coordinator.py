@@ -452,6 +452,7 @@ class Coordinator:
 
         if not untried() and self._spare_coming():
             print("yoco agent: no spare ready yet; waiting for one to finish starting", flush=True)
+            self.spare_supply.hurry()
             self._wait(
                 lambda: bool(untried()) or not self._spare_coming(), self.settings.join_timeout_s
             )

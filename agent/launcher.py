@@ -69,6 +69,13 @@ class LocalProcesses:
         command, env = priority.spare_command(self.command)
         return self._start(command, env).pid
 
+    def hurry(self, pid: int) -> None:
+        """Give a spare still starting the workers' CPU priority (a failure waits for it)."""
+        try:
+            priority.restore(pid, priority.current())
+        except OSError as error:
+            print(f"yoco agent: could not raise spare {pid}'s priority: {error}", flush=True)
+
     def _start(self, command: list[str], extra_env: dict[str, str]) -> subprocess.Popen:
         with self._lock:
             index = len(self.processes)

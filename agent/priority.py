@@ -1,11 +1,12 @@
 """CPU priority of standby spares.
 
 A spare starts at a lower CPU priority (a higher nice value) than the workers, so that its
-start-up (interpreter, imports, model build) takes only CPU time the workers leave over; when it
-is given a rank it goes back to the workers' priority. On Linux the nice value belongs to each
-thread, so every thread of the process is restored, and lowering a nice value needs
-CAP_SYS_NICE or a high enough RLIMIT_NICE: the launcher lowers a spare's priority only where
-the spare will be able to restore it (`restorable`).
+start-up (interpreter, imports, model build) takes only CPU time the workers leave over. It goes
+back to the workers' priority when a failure waits for it (the launcher restores it: `restore`)
+or when it is given a rank (it restores itself: `restore_normal`). On Linux the nice value
+belongs to each thread, so every thread of the process is restored, and lowering a nice value
+needs CAP_SYS_NICE or a high enough RLIMIT_NICE: the launcher lowers a spare's priority only
+where it can be restored (`restorable`).
 """
 
 from __future__ import annotations
@@ -44,9 +45,9 @@ def spare_command(command: list[str]) -> tuple[list[str], dict[str, str]]:
 
 
 def restore_normal() -> None:
-    """Bring every thread of this process back to the workers' nice value (a no-op for a
-    process started at normal priority). A failure is reported, not raised: the rank still
-    trains, only slower under contention."""
+    """In a spare given a rank: bring every thread of this process back to the workers' nice
+    value (a no-op for a process started at normal priority). A failure is reported, not
+    raised: the rank still trains, only slower under contention."""
     wanted = os.environ.get(ENV_NORMAL_NICE)
     if wanted is None:
         return
@@ -55,12 +56,7 @@ def restore_normal() -> None:
         soft, hard = resource.getrlimit(resource.RLIMIT_NICE)
         if not _capable(CAP_SYS_NICE) and soft != resource.RLIM_INFINITY and soft < 20 - normal:
             resource.setrlimit(resource.RLIMIT_NICE, (hard, hard))
-        for tid in _threads():
-            try:
-                if os.getpriority(os.PRIO_PROCESS, tid) > normal:
-                    os.setpriority(os.PRIO_PROCESS, tid, normal)
-            except ProcessLookupError:  # a thread that just ended
-                pass
+        restore(os.getpid(), normal)
     except (OSError, ValueError) as error:
         print(
             f"yoco agent: could not restore normal CPU priority ({error}); this rank runs at "
@@ -68,6 +64,16 @@ def restore_normal() -> None:
             file=sys.stderr,
             flush=True,
         )
+
+
+def restore(pid: int, normal: int) -> None:
+    """Set every thread of `pid` whose nice value is above `normal` to `normal`."""
+    for tid in _threads(pid):
+        try:
+            if os.getpriority(os.PRIO_PROCESS, tid) > normal:
+                os.setpriority(os.PRIO_PROCESS, tid, normal)
+        except ProcessLookupError:  # a thread that just ended
+            pass
 
 
 def thread_nice_values(pid: int) -> list[int]:
@@ -82,11 +88,11 @@ def thread_nice_values(pid: int) -> list[int]:
     return values
 
 
-def _threads() -> list[int]:
+def _threads(pid: int) -> list[int]:
     try:
-        return [int(t.name) for t in Path("/proc/self/task").iterdir()]
+        return [int(t.name) for t in Path(f"/proc/{pid}/task").iterdir()]
     except OSError:  # not Linux: the process-wide value is all there is
-        return [0]
+        return [pid]
 
 
 def _capable(cap: int) -> bool:

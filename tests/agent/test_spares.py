@@ -106,8 +106,10 @@ def test_spare_starts_after_the_workers_at_lower_priority_and_a_kill_before_it_i
     assert spare["started"] >= started > max(w["started"] for w in workers)
     normal = os.getpriority(os.PRIO_PROCESS, 0)
     assert all(set(w["rank_nice"]) == {normal} for w in workers), workers
-    # Every thread of the waiting spare ran at the lower priority; as rank 1 all at normal.
+    # Every thread of the waiting spare ran at the lower priority; once the failure waited for
+    # it (it was still loading), and as rank 1, all at normal.
     assert set(spare["spare_nice"]) == {normal + SPARE_NICE}, spare
+    assert set(spare["loaded_nice"]) == {normal}, spare
     assert spare["rank"] == 1 and set(spare["rank_nice"]) == {normal}, spare
 
 
@@ -124,3 +126,26 @@ def test_no_spare_can_come_and_no_checkpoint_fails_the_job_with_a_clear_error(tm
     assert failed["data"]["reason"] == "no spare left"
     assert events[-1]["type"] == "io.yoco.job.finished"
     assert events[-1]["data"]["status"] == "failed"
+
+
+def test_spares_start_one_at_a_time_once_training_began():
+    from agent.spares import SpareSupply
+
+    started = []
+    hurried = []
+    supply = SpareSupply(
+        lambda: started.append(100 + len(started)) or started[-1], 3, hurried.append
+    )
+    assert supply.pending() == 3 and not started  # nothing before the workers train
+    supply.begin()
+    assert started == [100]
+    supply.ready(999)  # someone else's readiness starts nothing
+    assert started == [100]
+    supply.hurry()
+    assert hurried == [100]
+    supply.ready(100)
+    assert started == [100, 101]
+    supply.gone(101)  # died while loading: the next one starts
+    assert started == [100, 101, 102] and supply.coming()
+    supply.ready(102)
+    assert started == [100, 101, 102] and supply.pending() == 0 and not supply.coming()

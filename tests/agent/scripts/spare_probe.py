@@ -3,9 +3,10 @@
     spare_probe.py OUT_DIR STEPS
 
 Every process writes OUT_DIR/<pid>.json: its role at attach(), when it started, the nice value of
-each of its threads while it was a spare (`spare_nice`) and when it first trained as a rank
-(`rank_nice`, `rank`). A spare takes PROBE_SPARE_LOAD_S seconds to "load its model" (a slow
-model build); with PROBE_SPARE_CRASH=1 it dies while loading instead.
+each of its threads when it joined as a spare (`spare_nice`), once its model was loaded
+(`loaded_nice`) and when it first trained as a rank (`rank_nice`, `rank`). A spare takes
+PROBE_SPARE_LOAD_S seconds to "load its model" (a slow model build); with PROBE_SPARE_CRASH=1 it
+dies while loading instead.
 """
 
 import json
@@ -39,6 +40,7 @@ if run.role == "spare":
     if os.environ.get("PROBE_SPARE_CRASH") == "1":
         os._exit(1)
     time.sleep(float(os.environ.get("PROBE_SPARE_LOAD_S", "0")))
+    record["loaded_nice"] = thread_nice_values(os.getpid())
 torch.manual_seed(0)
 model = torch.nn.Linear(16, 1)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
