@@ -1,16 +1,17 @@
 """Benchmarks for the YOCO agent (not a test). Writes bench/results/agent.json.
 
-    .venv/bin/python bench/agent.py [--repeats 5] [--sizes 100MB,1GB] [--timeout 300]
+    .venv/bin/python bench/agent.py [--repeats 5] [--sizes 100MB,1GB] [--transfer-mib 1024]
 
 Every measurement below runs ``--repeats`` times, interleaved (round-robin over the
 measurements, each round in a rotated order, so that a change in machine load hits all alike);
 each figure is reported as median, min and max over the repeats.
 
-* memcpy_gbps, tcp_gbps, gloo_p2p_gbps: what the machine can move, 1 GiB each; gloo is the best
-  of several chunkings with every send in flight at once.
-* migration_gbps: agent.transport streaming a 1 GiB state (64 tensors) between two processes,
-  checksums included: the same path a migration takes. Measured in the same two processes as
-  the raw gloo rates, alternating; migration_vs_gloo is the ratio within each repeat.
+* memcpy_gbps, tcp_gbps, gloo_p2p_gbps: what the machine can move, 1 GiB each (--transfer-mib);
+  gloo is the best of several chunkings with every send in flight at once.
+* migration_gbps: agent.transport streaming a state of that size (64 tensors) between two
+  processes, checksums included: the same path a migration takes. Measured in the same two
+  processes as the raw gloo rates, one after the other; migration_vs_gloo is the ratio within
+  each repeat.
 * overhead_ratio: median step time of the agent's training step (bucketed all-reduce overlapping
   backward, the per-rank mirror riding along) over plain DDP, 2 ranks, same model, measured in
   the same processes in alternating blocks of steps.
@@ -50,7 +51,6 @@ sys.path.insert(0, str(REPO))
 from agent.launcher import kill_listed_processes  # noqa: E402
 from bench.common import git_commit, interleaved, spreads, wait_until, write_result  # noqa: E402
 
-GIB = 1 << 30
 SIZES = {"100MB": 100 * 10**6, "1GB": 10**9, "4GB": 4 * 10**9}
 TIMEOUT_S = 300.0  # any one measurement; --timeout
 
@@ -111,11 +111,11 @@ def _store_client(port: int) -> dist.TCPStore:
 # --------------------------------------------------------------------------- measurements
 
 
-def memcpy_gbps() -> dict:
-    a = torch.ones(GIB, dtype=torch.uint8)
+def memcpy_gbps(nbytes: int) -> dict:
+    a = torch.ones(nbytes, dtype=torch.uint8)
     b = torch.zeros_like(a)
     best = min(_timed(lambda: b.copy_(a)) for _ in range(3))
-    return {"memcpy_gbps": GIB / best / 1e9}
+    return {"memcpy_gbps": nbytes / best / 1e9}
 
 
 def _timed(fn) -> float:
@@ -124,9 +124,9 @@ def _timed(fn) -> float:
     return time.perf_counter() - t
 
 
-def _tcp_receiver(messages) -> None:
-    """Listens on a port it binds itself, says which, receives 1 GiB, says how fast."""
-    buf = memoryview(bytearray(GIB))
+def _tcp_receiver(nbytes: int, messages) -> None:
+    """Listens on a port it binds itself, says which, receives `nbytes`, says how fast."""
+    buf = memoryview(bytearray(nbytes))
     with socket.create_server(("127.0.0.1", 0)) as server:
         server.settimeout(60)
         messages.put(server.getsockname()[1])
@@ -134,21 +134,21 @@ def _tcp_receiver(messages) -> None:
         conn.settimeout(60)
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         got, t = 0, time.perf_counter()
-        while got < GIB:
-            n = conn.recv_into(buf[got:], min(GIB - got, 4 << 20))
+        while got < nbytes:
+            n = conn.recv_into(buf[got:], min(nbytes - got, 4 << 20))
             if not n:
                 raise ConnectionError(f"sender closed after {got} bytes")
             got += n
-        messages.put({"tcp_gbps": GIB / (time.perf_counter() - t) / 1e9})
+        messages.put({"tcp_gbps": nbytes / (time.perf_counter() - t) / 1e9})
 
 
-def tcp_gbps() -> dict:
-    with _children(_tcp_receiver, [()]) as (messages, children):
+def tcp_gbps(nbytes: int) -> dict:
+    with _children(_tcp_receiver, [(nbytes,)]) as (messages, children):
         port = _receive(messages, children, "tcp receiver port")
-        data = memoryview(bytearray(GIB))
+        data = memoryview(bytearray(nbytes))
         with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
-            for start in range(0, GIB, 4 << 20):
+            for start in range(0, nbytes, 4 << 20):
                 sock.sendall(data[start : start + (4 << 20)])
         return _receive(messages, children, "tcp receiver")
 
@@ -163,20 +163,21 @@ def _gloo_send_recv(group, rank: int, buf: torch.Tensor, pieces: int) -> float:
         works = [group.recv([c], 0, i) for i, c in enumerate(chunks)]
     for w in works:
         w.wait()
-    return GIB / (time.perf_counter() - t) / 1e9
+    return buf.numel() / (time.perf_counter() - t) / 1e9
 
 
-def _transfer_peer(rank: int, port: int, chunkings: list[int], result) -> None:
+def _transfer_peer(rank: int, port: int, chunkings: list[int], nbytes: int, result) -> None:
     """Raw gloo send/recv (every chunk in flight at once) and the agent's migration stream, on
     the same pair of processes and for the same 1 GiB, one after the other so that both see
-    the same machine load. The state is 64 tensors of 16 MiB, received in place."""
+    the same machine load. The state is 64 float tensors, received in place."""
     from agent.transport import recv_state, send_state
 
     torch.set_num_threads(1)
     group = dist.ProcessGroupGloo(_store_client(port), rank, 2, datetime.timedelta(seconds=120))
-    buf = torch.ones(GIB, dtype=torch.uint8) if rank == 0 else torch.zeros(GIB, dtype=torch.uint8)
+    fill = torch.ones if rank == 0 else torch.zeros
+    buf = fill(nbytes, dtype=torch.uint8)
     tensors = 64
-    size = GIB // 4 // tensors
+    size = nbytes // 4 // tensors
     state = {"model": {f"w{i}": torch.full((size,), float(rank)) for i in range(tensors)}}
     gloo = {str(pieces): _gloo_send_recv(group, rank, buf, pieces) for pieces in chunkings}
     group.barrier().wait()
@@ -186,7 +187,7 @@ def _transfer_peer(rank: int, port: int, chunkings: list[int], result) -> None:
     else:
         received = recv_state(group, state)
         assert torch.equal(received.state["model"]["w0"], torch.zeros(size))
-    migration = GIB / (time.perf_counter() - t) / 1e9
+    migration = nbytes / (time.perf_counter() - t) / 1e9
     if rank == 1:
         best = max(gloo.values())
         result.put(
@@ -199,9 +200,9 @@ def _transfer_peer(rank: int, port: int, chunkings: list[int], result) -> None:
         )
 
 
-def transfer() -> dict:
+def transfer(nbytes: int) -> dict:
     store = _store_server()
-    args = [(rank, store.port, [1, 16, 64, 128]) for rank in range(2)]
+    args = [(rank, store.port, [1, 16, 64, 128], nbytes) for rank in range(2)]
     with _children(_transfer_peer, args) as (messages, children):
         return _receive(messages, children, "transfer")
 
@@ -371,17 +372,19 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=5, help="runs of each measurement")
     p.add_argument("--sizes", default="100MB,1GB", help=f"recovery states, of {','.join(SIZES)}")
     p.add_argument("--overhead-steps", type=int, default=40, help="per repeat and kind of step")
+    p.add_argument("--transfer-mib", type=int, default=1024, help="memcpy, tcp, gloo, migration")
     p.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds per measurement")
     p.add_argument("--output", type=Path, help="default bench/results/agent.json")
     args = p.parse_args()
     TIMEOUT_S = args.timeout
     commit = git_commit()  # the code measured, before anything can change the work tree
     sizes = args.sizes.split(",")
+    nbytes = args.transfer_mib << 20
     started = time.monotonic()
     configurations = {
-        "memcpy": memcpy_gbps,
-        "tcp": tcp_gbps,
-        "transfer": transfer,
+        "memcpy": lambda: memcpy_gbps(nbytes),
+        "tcp": lambda: tcp_gbps(nbytes),
+        "transfer": lambda: transfer(nbytes),
         "overhead": lambda: overhead(args.overhead_steps),
         **{f"recovery_{size}": (lambda size=size: recovery(SIZES[size])) for size in sizes},
     }
@@ -393,6 +396,7 @@ def main() -> None:
     recovery_figures = {size: figures[f"recovery_{size}"] for size in sizes}
     results = {
         "repeats": args.repeats,
+        "transfer_mib": args.transfer_mib,
         "machine": {"device": "cpu (gloo over loopback)"},
         **figures["memcpy"],
         **figures["tcp"],

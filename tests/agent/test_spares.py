@@ -60,11 +60,17 @@ def _log(tmp: Path) -> str:
 
 
 def _kill_rank1_while_no_spare_is_ready(process, status_path, tmp) -> None:
-    def training_and_no_spare_ready():
-        status = _status(status_path)
-        return status.get("step", 0) >= 2 and status
+    """Once training has begun and the spare has joined (and noted its priority) but is still
+    loading its model."""
 
-    status = _wait(training_and_no_spare_ready, process, tmp, "step 2")
+    def training_and_spare_joined():
+        status = _status(status_path)
+        spare_joined = any(
+            json.loads(p.read_text()).get("role") == "spare" for p in (tmp / "out").glob("*.json")
+        )
+        return status.get("step", 0) >= 2 and spare_joined and status
+
+    status = _wait(training_and_spare_joined, process, tmp, "step 2 with the spare joined")
     assert not any(m["role"] == "spare" and m["ready"] for m in status["members"]), status
     worker = next(m for m in status["members"] if m["role"] == "worker" and m["rank"] == 1)
     os.kill(worker["pid"], signal.SIGKILL)
