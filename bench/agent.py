@@ -377,6 +377,8 @@ def main() -> None:
     p.add_argument("--output", type=Path, help="default bench/results/agent.json")
     args = p.parse_args()
     TIMEOUT_S = args.timeout
+    # SIGTERM ends the run through every `finally`, so no child outlives it.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(f"agent bench: signal {signum}"))
     commit = git_commit()  # the code measured, before anything can change the work tree
     sizes = args.sizes.split(",")
     nbytes = args.transfer_mib << 20

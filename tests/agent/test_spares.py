@@ -26,7 +26,7 @@ def _start(tmp: Path, steps: int, **env: str) -> tuple[subprocess.Popen, Path]:
     command = [
         PYTHON, "-m", "agent.cli", "run", "--workers", "2", "--spares", "1",
         "--events", str(tmp / "events.jsonl"), "--status-file", str(tmp / "status.json"),
-        "--heartbeat-timeout", "3", "--join-timeout", "60", "--",
+        "--heartbeat-timeout", "3", "--join-timeout", "300", "--",
         PYTHON, "tests/agent/scripts/spare_probe.py", str(tmp / "out"), str(steps),
     ]  # fmt: skip
     log = open(tmp / "launcher.log", "w")  # noqa: SIM115 - the launcher writes it
@@ -44,7 +44,7 @@ def _status(path: Path) -> dict:
         return {}
 
 
-def _wait(predicate, process: subprocess.Popen, tmp: Path, what: str, timeout: float = 120):
+def _wait(predicate, process: subprocess.Popen, tmp: Path, what: str, timeout: float = 400):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -83,13 +83,24 @@ def _stop(process: subprocess.Popen, status_path: Path) -> None:
     kill_listed_processes(status_path)
 
 
+def _records(tmp: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in (tmp / "out").glob("*.json")]
+
+
 def test_spare_starts_after_the_workers_at_lower_priority_and_a_kill_before_it_is_ready_waits(
     tmp_path,
 ):
-    process, status_path = _start(tmp_path, steps=150, PROBE_SPARE_LOAD_S="4")
+    process, status_path = _start(tmp_path, steps=10**6, PROBE_SPARE_LOAD_S="4")
     try:
         _kill_rank1_while_no_spare_is_ready(process, status_path, tmp_path)
-        assert process.wait(timeout=180) == 0, _log(tmp_path)
+
+        def spare_trained_as_a_rank_and_reported():
+            events = tmp_path / "events.jsonl"
+            reported = events.exists() and "job.resumed" in events.read_text()
+            trained = any(r["role"] == "spare" and "rank_nice" in r for r in _records(tmp_path))
+            return reported and trained
+
+        _wait(spare_trained_as_a_rank_and_reported, process, tmp_path, "the spare as rank 1")
     finally:
         _stop(process, status_path)
 
@@ -100,7 +111,7 @@ def test_spare_starts_after_the_workers_at_lower_priority_and_a_kill_before_it_i
     assert completed["data"]["steps_lost"] == 0
     assert "waiting for one to finish starting" in _log(tmp_path)
 
-    records = [json.loads(p.read_text()) for p in (tmp_path / "out").glob("*.json")]
+    records = _records(tmp_path)
     workers = [r for r in records if r["role"] == "worker"]
     (spare,) = [r for r in records if r["role"] == "spare"]
     started = min(
@@ -123,7 +134,7 @@ def test_no_spare_can_come_and_no_checkpoint_fails_the_job_with_a_clear_error(tm
     process, status_path = _start(tmp_path, steps=10**6, PROBE_SPARE_CRASH="1")
     try:
         _kill_rank1_while_no_spare_is_ready(process, status_path, tmp_path)
-        assert process.wait(timeout=120) == 1, _log(tmp_path)
+        assert process.wait(timeout=400) == 1, _log(tmp_path)
     finally:
         _stop(process, status_path)
     assert "live recovery impossible (no spare or no live copy)" in _log(tmp_path)
