@@ -21,16 +21,29 @@ RESULTS = REPO / "bench" / "results"
 # --------------------------------------------------------------------------- repeats
 
 
-def interleaved(configurations: dict[str, Callable[[], dict]], repeats: int, log=print) -> dict:
+def interleaved(
+    configurations: dict[str, Callable[[], dict]],
+    repeats: int,
+    log=print,
+    budget_s: float | None = None,
+) -> dict:
     """Run every configuration `repeats` times, round-robin (each round in a rotated order), so
-    that a change in machine load hits every configuration alike. Returns name -> [result]."""
+    that a change in machine load hits every configuration alike. Returns name -> [result].
+    With `budget_s`, no round starts that the slowest round so far says would end past it:
+    fewer (whole) rounds, every configuration the same number of times."""
     names = list(configurations)
     results: dict[str, list[dict]] = {name: [] for name in names}
+    started, slowest = time.monotonic(), 0.0
     for round_ in range(repeats):
+        if budget_s is not None and time.monotonic() - started + slowest > budget_s:
+            log(f"stopping after {round_} rounds: another would pass the {budget_s:g} s budget")
+            break
+        round_started = time.monotonic()
         shift = round_ % len(names)
         for name in names[shift:] + names[:shift]:
             log(f"round {round_ + 1}/{repeats}: {name}")
             results[name].append(configurations[name]())
+        slowest = max(slowest, time.monotonic() - round_started)
     return results
 
 

@@ -445,6 +445,9 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeats", type=int, default=5, help="runs of each configuration")
     p.add_argument("--timeout", type=float, default=300, help="seconds per run")
+    p.add_argument(
+        "--budget-min", type=float, help="start no round that would end past this (minutes)"
+    )
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
     p.add_argument("--output", type=Path, help="default bench/results/goodput.json")
     args = p.parse_args()
@@ -484,6 +487,7 @@ def main() -> None:
             },
             args.repeats,
             log,
+            args.budget_min * 60 if args.budget_min else None,
         )
     except BenchmarkError as error:
         keep = True
@@ -499,9 +503,10 @@ def main() -> None:
             shutil.rmtree(work, ignore_errors=True)
 
     figures = summarise(raw, args.steps)
+    repeats = len(raw["torchrun/failure_free"])  # fewer than asked if the budget cut it
     document = {
         "failures": args.failures,
-        "repeats": args.repeats,
+        "repeats": repeats,
         "config": {
             "steps": args.steps,
             "workers": WORLD,
@@ -515,7 +520,7 @@ def main() -> None:
         "systems": figures,
         "targets": targets(figures),
         "definitions": {
-            "median [min–max]": f"over {args.repeats} runs of each configuration, interleaved",
+            "median [min–max]": f"over {repeats} runs of each configuration, interleaved",
             "time_to_first_step_s": "launch to the first completed training step (failure-"
             "free run), as the training processes record it",
             "time_lost_per_failure_s": "(wall with failures − the system's own failure-free "

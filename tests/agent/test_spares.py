@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.advice import NO_SPARE
 from agent.launcher import kill_listed_processes
 from agent.priority import SPARE_NICE
 from agent.reporter import read_jsonl
@@ -137,10 +138,10 @@ def test_no_spare_can_come_and_no_checkpoint_fails_the_job_with_a_clear_error(tm
         assert process.wait(timeout=400) == 1, _log(tmp_path)
     finally:
         _stop(process, status_path)
-    assert "live recovery impossible (no spare or no live copy)" in _log(tmp_path)
+    assert f"live recovery impossible ({NO_SPARE})" in _log(tmp_path)
     events = read_jsonl(tmp_path / "events.jsonl")
     (failed,) = [e for e in events if e["type"] == "io.yoco.migration.failed"]
-    assert failed["data"]["reason"] == "no spare left"
+    assert failed["data"]["reason"] == NO_SPARE
     assert events[-1]["type"] == "io.yoco.job.finished"
     assert events[-1]["data"]["status"] == "failed"
 
