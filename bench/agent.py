@@ -282,7 +282,8 @@ def recovery(state_bytes: int) -> dict:
     command = [
         sys.executable, "-m", "agent.cli", "run", "--workers", "2", "--spares", "1",
         "--events", str(events), "--status-file", str(status),
-        "--heartbeat-timeout", "5", "--", sys.executable, __file__, "worker", str(params),
+        "--heartbeat-timeout", "5", "--join-timeout", str(TIMEOUT_S),
+        "--", sys.executable, __file__, "worker", str(params),
     ]  # fmt: skip
     with open(tmp / "launcher.log", "wb") as out:
         launcher = subprocess.Popen(

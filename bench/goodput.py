@@ -2,6 +2,7 @@
 
     .venv/bin/pip install -e ".[bench]"     # the peers (torchft); or YOCO_BENCH=1 bash .ci/setup
     .venv/bin/python bench/goodput.py [--repeats 5] [--steps 560] [--failures 6] [--timeout 300]
+                                      [--budget-min M]  # whole rounds that fit in M minutes
 
 One training job (agent/examples/gpt.py's transformer, its optimizer, schedule, synthetic data
 and seed; a small configuration so that it runs on 2 CPU cores) for a fixed number of steps on

@@ -38,7 +38,7 @@ class Job:
         command = [
             PYTHON, "-m", "agent.cli", "run", "--workers", str(workers), "--spares", str(spares),
             "--events", str(self.events_path), "--status-file", str(self.status_path),
-            "--cluster", "ci", "--job", tmp.name, "--join-timeout", "60",
+            "--cluster", "ci", "--job", tmp.name, "--join-timeout", "300",
             "--heartbeat-timeout", "3", *extra, "--",
             PYTHON, str(script or REPO / "agent/examples/gpt.py"), *script_args, "--out",
             str(self.out),
