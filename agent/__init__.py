@@ -9,7 +9,7 @@ for step in run.steps(total):
     run.step()
 """
 
-__all__ = ["RegistrationError", "Run", "attach"]
+__all__ = ["RegistrationError", "Run", "SpareHasNoRank", "attach"]
 
 
 def __getattr__(name: str):

@@ -37,6 +37,7 @@ from agent.spares import SpareSupply
 
 # Reports a quiesced worker sends; each says "I am at a step boundary, waiting for orders".
 QUIESCED = {"stalled", "paused", "finished"}
+STATUS_WRITE_INTERVAL_S = 0.2  # the --status-file is rewritten at most this often
 
 
 class JobFailed(RuntimeError):
@@ -92,6 +93,7 @@ class Member:
     fatal_alarm: dict | None = None
     protection: dict | None = None  # transparent mode: what its capture covers
     last_alarm: dict | None = None  # the newest health alarm (for `yoco-agent status`)
+    started: dict | None = None  # its last "started" report (first step of a generation)
 
     @property
     def alive(self) -> bool:
@@ -116,6 +118,8 @@ class Failure:
     tried: set[int] = field(default_factory=set)  # spares (member ids) that failed to take it
     receive_error: str | None = None  # the last spare's error receiving the state
     stays: bool = False  # a degrading worker no spare could take over: it trains on
+    resume_step: int = 0
+    completion: dict | None = None  # migration.completed's fields, sent once training runs
 
 
 class Coordinator:
@@ -146,6 +150,7 @@ class Coordinator:
         self._transfer_in_flight: dict | None = None
         self._status_written = 0.0
         self._open_incidents: dict[str, dict] = {}  # detected, not yet resumed (for status)
+        self._awaiting_start: list[Failure] = []  # recovered, until every rank starts a step
         self.store = dist.TCPStore(
             settings.host,
             settings.store_port,
@@ -214,7 +219,7 @@ class Coordinator:
                 self._mark_dead(member)
                 if self.kill is not None:
                     self.kill(member.pid)
-        if now - self._status_written > 0.2:
+        if now - self._status_written > STATUS_WRITE_INTERVAL_S:
             self._write_status()
 
     def _handle(self, item: tuple) -> None:
@@ -291,6 +296,9 @@ class Coordinator:
             member.replies[message["transfer"]] = message
         elif kind == "resumed":
             member.report = message
+        elif kind == "started":
+            member.started = {**message, "at": time.monotonic()}
+            self._settle_started()
         elif kind == "alarm":
             member.last_alarm = message
             if message["fatal"]:
@@ -586,23 +594,57 @@ class Coordinator:
             self._recover_again(moved)
             return
         self._report_live(moved, resume_step, recompute_ms)
-        for failure in failures:
-            if failure.stays:
-                self._emit_resumed(failure, resume_step)
+        self._await_start([f for f in failures if f.stays], resume_step)
 
     def _report_live(self, failures: list[Failure], resume_step: int, recompute_ms: float) -> None:
+        now = time.monotonic()
         for failure in failures:
+            failure.completion = {
+                "duration_ms": (now - failure.detected) * 1000,
+                "nbytes": failure.nbytes,
+                "recompute_ms": recompute_ms if failure.trigger == "unplanned" else 0,
+                "resumed_step": resume_step,
+            }
+        self._await_start(failures, resume_step)
+
+    def _await_start(self, failures: list[Failure], step: int) -> None:
+        """The recovery of `failures` is over once every rank has started its first step after
+        it (SPEC 2.3): until then their migration.completed and job.resumed wait."""
+        for failure in failures:
+            failure.resume_step = step
+        self._awaiting_start += failures
+        self._settle_started()
+
+    def _settle_started(self) -> None:
+        workers = self._workers()
+        starts = [m.started for m in workers]
+        if not self._awaiting_start or not workers:
+            return
+        if any(s is None or s["generation"] != self.generation for s in starts):
+            return
+        self._report_running(max(s["at"] for s in starts))
+
+    def _report_running(self, at: float) -> None:
+        """Training runs again since `at`: close every recovered incident. A completed step the
+        target ran again to get there (transparent mode's replay) is a step lost."""
+        awaiting, self._awaiting_start = self._awaiting_start, []
+        for failure in awaiting:
+            if failure.completion is not None:
+                started = failure.target.started or {}
+                self.sink.emit(
+                    self.events.migration_completed(
+                        failure.incident,
+                        steps_lost=started.get("steps_rerun", 0),
+                        **failure.completion,
+                    )
+                )
+            downtime_ms = (at - failure.detected) * 1000
+            self._open_incidents.pop(failure.incident, None)
             self.sink.emit(
-                self.events.migration_completed(
-                    failure.incident,
-                    steps_lost=0,  # we continue at the first step not completed everywhere
-                    duration_ms=(time.monotonic() - failure.detected) * 1000,
-                    nbytes=failure.nbytes,
-                    recompute_ms=recompute_ms if failure.trigger == "unplanned" else 0,
-                    resumed_step=resume_step,
+                self.events.job_resumed(
+                    failure.incident, step=failure.resume_step, downtime_ms=downtime_ms
                 )
             )
-            self._emit_resumed(failure, resume_step)
 
     def _emit_detected(self, failure: Failure) -> None:
         member = failure.member
@@ -625,13 +667,6 @@ class Coordinator:
                 xid=failure.xid,
                 detail=failure.detail,
             )
-        )
-
-    def _emit_resumed(self, failure: Failure, step: int) -> None:
-        downtime_ms = (time.monotonic() - failure.detected) * 1000
-        self._open_incidents.pop(failure.incident, None)
-        self.sink.emit(
-            self.events.job_resumed(failure.incident, step=step, downtime_ms=downtime_ms)
         )
 
     def _quiesce(self, failures: list[Failure]) -> list[Member]:
@@ -868,7 +903,7 @@ class Coordinator:
                     duration_ms=(time.monotonic() - failure.detected) * 1000,
                 )
             )
-            self._emit_resumed(failure, restore_step)
+        self._await_start(failures, restore_step)
 
     def _cold_process(self) -> Member:
         spare = self._ready_spare()
@@ -885,6 +920,8 @@ class Coordinator:
         return self._spares()[0]
 
     def _finish(self) -> None:
+        if self._awaiting_start:  # a rank that resumed after the last step started none
+            self._report_running(time.monotonic())
         for member in self._workers():
             self._send(member, {"type": "done"})
         self._stop_all()

@@ -14,7 +14,7 @@ TRIGGERS = {"unplanned", "preemptive", "planned"}
 CATEGORIES = {
     "gpu_xid", "gpu_ecc", "gpu_thermal", "gpu_hang", "nvlink", "pcie", "node_crash",
     "host_memory", "power", "network_link", "storage", "software_infra", "software_user",
-    "sdc", "maintenance", "unknown",
+    "sdc", "maintenance", "fail_slow", "unknown",
 }  # fmt: skip
 STATE_SOURCES = {"self", "replica", "mirror"}
 SPARE_KINDS = {"standby", "reclaimed"}

@@ -7,13 +7,19 @@ run would stop being bit-for-bit reproducible. Here every rank, old or new, redu
 buffer whose layout is fixed by parameter registration order, so every element is summed in
 the same order in every generation of the process group.
 
-The buffer holds three regions:
+Gradients are reduced by the time `backward()` returns, as DDP does: the first gradient hook of a
+backward queues a callback on the autograd engine that waits for every bucket and averages. So
+clipping or inspecting gradients after `backward()` sees the reduced gradient.
 
-    [ gradients (P) | pause flags (N) | per-rank state slots (N x W) ]
+The step's tail, reduced when the step ends (`all_reduce`), holds three regions:
+
+    [ pause flags (N) | model buffers (B) | per-rank state slots (N x W) ]
 
 Each rank writes its own pause flag and its own per-rank state (RNG, data position) into its
 own slot and zeros into the others; the SUM all-reduce is then an all-gather of those for free
-(x + 0 == x exactly, and slot words are integers below 2**24, exact in float32). After a
+(x + 0 == x exactly, and slot words are integers below 2**24, exact in float32). Rank 0 writes
+the models' float32 buffers (BatchNorm statistics), the others zeros: every rank continues with
+rank 0's buffers, as DDP broadcasts them before each forward. After a
 completed step every rank therefore holds every peer's per-rank state as of the start of the
 next step: the buddy mirror an unplanned migration needs. And because every rank sees the same
 flag sum, all ranks agree on the step at which to pause for a planned migration without an
@@ -27,6 +33,8 @@ import time
 
 import numpy as np
 import torch
+import torch.distributed as dist
+from torch.autograd import Variable
 
 BYTES_PER_WORD = 3  # 24-bit integers are exact in float32
 
@@ -82,8 +90,11 @@ class FlatReducer:
         world_size: int,
         slot_bytes: int,
         bucket_bytes: int = BUCKET_BYTES,
+        buffers: list[torch.Tensor] = (),
     ):
         self.params = [p for p in params if p.requires_grad]
+        self.buffers = [b for b in buffers if b.dtype == torch.float32]
+        self.buffer_numel = sum(b.numel() for b in self.buffers)
         for p in self.params:
             if p.dtype != torch.float32:
                 raise TypeError(
@@ -112,6 +123,7 @@ class FlatReducer:
                 self.bucket_size.append(members)
                 end, members = start, 0
         self.group = None  # set by the runtime: the group to reduce on while backward runs
+        self.abort = threading.Event()  # set by the runtime: stop waiting, the step is abandoned
         self.overlap = True
         self.pause_agreed = False
         self.world_size = 0
@@ -132,10 +144,11 @@ class FlatReducer:
         if not same:
             self.mirror = torch.zeros(world_size, words)
         self.world_size, self.slot_words = world_size, words
-        n, w = world_size, words
-        self.tail = torch.zeros(n + n * w, device=self.device)
+        n, w, b = world_size, words, self.buffer_numel
+        self.tail = torch.zeros(n + b + n * w, device=self.device)
         self.flags = self.tail[:n]
-        self.slots = self.tail[n:].view(n, w)
+        self.buffer_region = self.tail[n : n + b]
+        self.slots = self.tail[n + b :].view(n, w)
 
     def replace_buffer(self) -> None:
         """Fresh gradient and tail buffers, gradients re-bound as views: when an abandoned
@@ -167,6 +180,8 @@ class FlatReducer:
         self._missing = list(self.bucket_size)
         self._launched = 0
         self._works: list = []
+        self._callback_queued = False
+        self._reduced: bool | None = None  # the gradients' fate this step, once known
 
     def _hook(self, i: int):
         def hook(_param) -> None:
@@ -179,6 +194,9 @@ class FlatReducer:
                     "`with run.accumulate():`"
                 )
             self._seen[i] = True
+            if not self._callback_queued:
+                self._callback_queued = True
+                Variable._execution_engine.queue_callback(self.finish_gradients)
             self._bind(i)
             bucket = self.bucket_of[i]
             self._missing[bucket] -= 1
@@ -202,36 +220,66 @@ class FlatReducer:
     def pending_works(self) -> list:
         return list(self._works)
 
+    def finish_gradients(self) -> bool:
+        """Reduce the buckets backward has not started (parameters without a gradient), wait
+        for every bucket and average: what DDP does when backward ends. Runs at the end of
+        backward (the queued callback), else when the step ends. False when the step was
+        abandoned (a peer died, or the coordinator asked us to stop waiting)."""
+        if self._reduced is None:
+            for i, seen in enumerate(self._seen):
+                if not seen:
+                    self._bind(i)
+            while self._launched < len(self.buckets):
+                self._launch(self._launched)
+            self._reduced = all(w is not None and _wait(w, self.abort) for w in self._works)
+            if self._reduced:
+                self.grads.div_(self.world_size)
+        return self._reduced
+
     def all_reduce(
         self, group, rank: int, per_rank_blob: bytes, pause: bool, abort: threading.Event
     ) -> bool:
-        """Reduce this step's gradients (the buckets backward has not started yet, then the
-        flags and slots). False when the step was abandoned (a peer died, or the coordinator
-        asked us to stop waiting); the gradients are then not applied anywhere on this rank."""
+        """End the step: the gradients (if backward did not already), then the tail (flags,
+        buffers, slots). False when the step was abandoned; the gradients are then not applied
+        anywhere on this rank."""
         self.group = group
-        for i, seen in enumerate(self._seen):
-            if not seen:
-                self._bind(i)
-        while self._launched < len(self.buckets):
-            self._launch(self._launched)
+        self.abort = abort
+        if not self.finish_gradients():
+            return False
         self.flags.zero_()
         self.flags[rank] = 1.0 if pause else 0.0
+        self.buffer_region.zero_()
+        if rank == 0:
+            self._buffers_to_region()
         self.slots.zero_()
         self.slots[rank].copy_(encode_slot(per_rank_blob, self.slot_words))
         try:
-            self._works.append(group.allreduce([self.tail]))
+            work = group.allreduce([self.tail])
         except RuntimeError:
-            self._works.append(None)
-        works, self._works = self._works, []
-        for work in works:
-            if work is None or not _wait(work, abort):
-                self._works = works
-                return False
+            work = None
+        self._works.append(work)
+        if work is None or not _wait(work, abort):
+            return False
+        self._buffers_from_region()
         self._reset_step()
-        self.grads.div_(self.world_size)
         self.mirror.copy_(self.slots)
         self.pause_agreed = bool(self.flags.sum().item() > 0)
         return True
+
+    def _buffer_views(self):
+        offset = 0
+        for b in self.buffers:
+            yield b, self.buffer_region[offset : offset + b.numel()].view_as(b)
+            offset += b.numel()
+
+    def _buffers_to_region(self) -> None:
+        for buffer, view in self._buffer_views():
+            view.copy_(buffer)
+
+    def _buffers_from_region(self) -> None:
+        with torch.no_grad():
+            for buffer, view in self._buffer_views():
+                buffer.copy_(view)
 
     def settle(self, timeout_s: float = 2.0) -> bool:
         """After an abandoned step: wait until the broken group's collectives have ended, so
@@ -256,6 +304,20 @@ class FlatReducer:
 
     def barrier(self, group, abort: threading.Event) -> bool:
         return _wait(group.allreduce([torch.zeros(1, device=self.device)]), abort)
+
+    def broadcast_from_rank0(self, group, tensors: list[torch.Tensor], abort) -> bool:
+        """Overwrite `tensors` (floating point, any dtype) with rank 0's."""
+        if not tensors:
+            return True
+        flat = torch.cat([t.detach().reshape(-1).float() for t in tensors])
+        if not _wait(group.broadcast([flat], dist.BroadcastOptions()), abort):
+            return False
+        offset = 0
+        with torch.no_grad():
+            for t in tensors:
+                t.copy_(flat[offset : offset + t.numel()].view_as(t).to(t.dtype))
+                offset += t.numel()
+        return True
 
     def mirror_of(self, rank: int) -> bytes:
         return decode_slot(self.mirror[rank])

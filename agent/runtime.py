@@ -3,15 +3,16 @@
     run = agent.attach()
     model = GPT(cfg).to(run.device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
-    run.register(model=model, optimizer=optimizer, scheduler=scheduler, data=data)
+    run.register(model=model, optimizer=optimizer, scheduler=scheduler, data=loader)
     for step in run.steps(total_steps):
-        loss = model(*data.next_batch())
-        loss.backward()
-        run.step()          # all-reduce, optimizer.step(), scheduler.step(), zero the gradients
+        loss = model(*run.next_batch())
+        loss.backward()     # gradients are averaged over the ranks when it returns, as with DDP
+        run.step()          # optimizer.step(), scheduler.step(), zero the gradients
 
 Spares run the same script: `attach()` makes them a spare, they build the model and register
 it like everyone else, and `run.steps()` parks them until the coordinator streams a rank's
-state into them; from then on they train as that rank. A step the coordinator abandons (a peer
+state into them; from then on they train as that rank. At the first step every rank starts from
+rank 0's weights, as DDP's constructor broadcasts them. A step the coordinator abandons (a peer
 died mid-step) is simply yielded again with the same step index, RNG state and data position.
 """
 
@@ -30,8 +31,10 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from torch.utils.data import DataLoader
 
 from agent import checkpoint, priority
+from agent.loader import LoaderPosition
 from agent.protocol import Channel, ChannelClosed, error_text, split_address
 from agent.reducer import FlatReducer
 from agent.skeleton import flatten
@@ -43,6 +46,10 @@ ENV_COORDINATOR = "YOCO_COORDINATOR"
 
 
 class RegistrationError(RuntimeError):
+    pass
+
+
+class SpareHasNoRank(RuntimeError):
     pass
 
 
@@ -86,7 +93,7 @@ class Run:
     def __init__(self, channel: Channel, welcome: dict):
         self.channel = channel
         self.role: str = welcome["role"]
-        self.rank: int | None = welcome.get("rank")
+        self._rank: int | None = welcome.get("rank")
         self.world_size: int = welcome["world_size"]
         self.config: dict = welcome["config"]
         self.device = (
@@ -99,6 +106,7 @@ class Run:
             host, port, is_master=False, timeout=datetime.timedelta(seconds=30)
         )
         self.registry = Registry()
+        self._saved_buffers: list[torch.Tensor] = []  # as of the last completed step
         self.current_step = 0
         self.group: dist.ProcessGroup | None = None
         self.reducer: FlatReducer | None = None
@@ -109,6 +117,9 @@ class Run:
         self._stepped = False
         self._step_began = 0.0
         self._recompute_ms = 0.0
+        # The generation of the group this process last resumed in, until it has told the
+        # coordinator that it started its first step there (job.resumed waits for that).
+        self._unannounced_generation: int | None = None
         self._commands: queue.Queue[dict] = queue.Queue()
         self.monitor = HealthMonitor.from_config(self.config.get("health", {}), self._alarm)
         threading.Thread(target=self._read_commands, daemon=True, name="yoco-reader").start()
@@ -116,6 +127,26 @@ class Run:
         self.monitor.start()
 
     # -- what the training script calls -------------------------------------------------------
+
+    @property
+    def rank(self) -> int:
+        if self._rank is None:
+            raise SpareHasNoRank(
+                "this process is a standby spare: it has no rank until it takes one over, and "
+                "then it receives that rank's RNG streams and registered data position (a "
+                "DataLoader's sampler rank included). Check run.is_spare; a spare may build "
+                "per-rank objects as any rank if they are registered (see docs/agent.md)"
+            )
+        return self._rank
+
+    @rank.setter
+    def rank(self, value: int) -> None:
+        self._rank = value
+
+    @property
+    def is_spare(self) -> bool:
+        """True on a standby spare that has not taken over a rank yet."""
+        return self._rank is None
 
     def register(
         self,
@@ -128,10 +159,13 @@ class Run:
     ) -> None:
         """Say what the training state is. `model`, `optimizer` and `scheduler` take one object
         or a list; `data` is the data position (state_dict/load_state_dict); `extras` are other
-        replicated objects, `per_rank` other objects that differ between ranks."""
+        replicated objects, `per_rank` other objects that differ between ranks. A `DataLoader`
+        as `data` is iterated with `next_batch()` and moved with its workers' RNG streams."""
         self.registry.models += _as_list(model)
         self.registry.optimizers += _as_list(optimizer)
         self.registry.schedulers += _as_list(scheduler)
+        if isinstance(data, DataLoader):
+            data = LoaderPosition(data)
         if data is not None:
             self.registry.data = data
         self.registry.extras.update(extras or {})
@@ -149,10 +183,19 @@ class Run:
         state_bytes = self._state_bytes()
         if self.role == "spare":
             self._prepare_spare()
-        self.channel.send({"type": "ready", "state_bytes": state_bytes})
+        unprotected = getattr(self.registry.data, "unprotected", [])
+        self.channel.send(
+            {
+                "type": "ready",
+                "state_bytes": state_bytes,
+                "protected": not unprotected,
+                "unprotected": unprotected,
+            }
+        )
         self._await_coordinator(None)
         while True:
             while self.current_step < total:
+                self._announce_start()
                 self._stepped = False
                 self._step_began = time.perf_counter()
                 yield self.current_step
@@ -164,7 +207,10 @@ class Run:
                     self._await_coordinator("paused")
                 elif self._checkpoint_due():
                     self._checkpoint()
+            self._announce_start()  # nothing left to run: "finished" is its first step
             if self._await_coordinator("finished") == "done":
+                if isinstance(self.registry.data, LoaderPosition):
+                    self.registry.data.close()  # its workers now, not at interpreter exit
                 return
 
     def step(self) -> bool:
@@ -184,12 +230,20 @@ class Run:
             scheduler.step()
         self.reducer.zero_grads()
         self.current_step += 1
+        self._save_buffers()
         return True
+
+    def next_batch(self):
+        """The next batch of the DataLoader registered as `data`; epoch after epoch, calling its
+        sampler's `set_epoch` at the start of each, as DDP scripts do."""
+        if not isinstance(self.registry.data, LoaderPosition):
+            raise RegistrationError("next_batch() needs a DataLoader registered as data=")
+        return self.registry.data.next_batch()
 
     @contextlib.contextmanager
     def accumulate(self):
-        """Gradient accumulation: run every backward of a step but the last inside this block,
-        so the gradient all-reduce (which overlaps the last backward) starts only once."""
+        """Gradient accumulation, DDP's `no_sync()`: run every backward of a step but the last
+        inside this block; the gradients add up locally and are reduced once, by the last."""
         reducer = self.reducer
         if reducer is None:
             yield
@@ -205,8 +259,7 @@ class Run:
         lives in: the gradient buffer, and the optimizers' state, by a step with zero gradients
         and a zero learning rate. The state then streams straight into these tensors, and
         recovery allocates nothing. The values do not matter: every tensor is overwritten."""
-        params = [p for m in self.registry.models for p in m.parameters()]
-        self.reducer = FlatReducer(params, self.world_size, 64 * 1024)
+        self.reducer = self._new_reducer(64 * 1024)
         for optimizer in self.registry.optimizers:
             if optimizer.state:
                 continue
@@ -227,7 +280,31 @@ class Run:
 
     # -- failure handling ---------------------------------------------------------------------
 
+    def _new_reducer(self, slot_bytes: int) -> FlatReducer:
+        params = [p for m in self.registry.models for p in m.parameters()]
+        buffers = [b for m in self.registry.models for b in m.buffers()]
+        reducer = FlatReducer(params, self.world_size, slot_bytes, buffers=buffers)
+        reducer.abort = self._abort
+        return reducer
+
+    def _save_buffers(self) -> None:
+        """Keep the models' buffers as of the last completed step: a forward changes them
+        (BatchNorm statistics) before its step is known to complete."""
+        buffers = [b for m in self.registry.models for b in m.buffers()]
+        if len(self._saved_buffers) != len(buffers):
+            self._saved_buffers = [b.detach().clone() for b in buffers]
+            return
+        for saved, buffer in zip(self._saved_buffers, buffers, strict=True):
+            saved.copy_(buffer)
+
+    def _restore_buffers(self) -> None:
+        buffers = [b for m in self.registry.models for b in m.buffers()]
+        with torch.no_grad():
+            for saved, buffer in zip(self._saved_buffers, buffers, strict=False):
+                buffer.copy_(saved)
+
     def _abandon_step(self) -> None:
+        self._restore_buffers()
         self._stalled = True
         self._recompute_ms = (time.perf_counter() - self._step_began) * 1000
         self._buffer_poisoned = True
@@ -267,6 +344,21 @@ class Run:
                 self._retire()
             elif kind == "coordinator_lost":
                 raise ChannelClosed("lost the yoco coordinator")
+
+    def _announce_start(self, steps_rerun: int = 0) -> None:
+        """Tell the coordinator, once per generation, that this process starts the first step
+        after a resume; `steps_rerun`: completed steps whose compute it ran again to get here."""
+        if self._unannounced_generation is None:
+            return
+        self.channel.send(
+            {
+                "type": "started",
+                "generation": self._unannounced_generation,
+                "step": self.current_step,
+                "steps_rerun": steps_rerun,
+            }
+        )
+        self._unannounced_generation = None
 
     def _report(self, report: str) -> None:
         self.channel.send(
@@ -332,8 +424,7 @@ class Run:
             self.registry.load_per_rank_state(decode_per_rank(self.reducer.mirror_of(self.rank)))
         self.group = self._form_group(command["generation"])
         if self.reducer is None:
-            params = [p for m in self.registry.models for p in m.parameters()]
-            self.reducer = FlatReducer(params, self.world_size, command["slot_bytes"])
+            self.reducer = self._new_reducer(command["slot_bytes"])
         else:
             if self._buffer_poisoned:
                 # Reuse the gradient buffer once the broken group's collectives have ended
@@ -353,7 +444,30 @@ class Run:
         if not self.reducer.exchange_per_rank(self.group, self.rank, blob, self._abort):
             self._abandon_step()
             return False
+        if restore == "none" and not self._sync_from_rank0():
+            self._abandon_step()
+            return False
+        self._save_buffers()
         self.channel.send({"type": "resumed", "step": self.current_step})
+        self._unannounced_generation = command["generation"]
+        return True
+
+    def _sync_from_rank0(self) -> bool:
+        """What DDP's constructor does: every rank starts from rank 0's parameters and buffers
+        (ranks seeded differently, e.g. `1337 + rank`, build different initial weights); the
+        replicated extras (an EMA copy of those weights) too."""
+
+        def floats(state) -> list[torch.Tensor]:
+            return [t for t in flatten(state)[1] if t.is_floating_point()]
+
+        extras = {name: obj.state_dict() for name, obj in self.registry.extras.items()}
+        extras = {name: state for name, state in extras.items() if floats(state)}
+        states = [m.state_dict() for m in self.registry.models] + list(extras.values())
+        tensors = [t for state in states for t in floats(state)]
+        if not self.reducer.broadcast_from_rank0(self.group, tensors, self._abort):
+            return False
+        for name, state in extras.items():  # a state_dict may hold copies: load it back
+            self.registry.extras[name].load_state_dict(state)
         return True
 
     def _form_group(self, generation: int) -> dist.ProcessGroup:

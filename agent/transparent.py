@@ -57,7 +57,7 @@ import torch.distributed as dist
 from torch import nn
 
 from agent.protocol import ChannelClosed, error_text
-from agent.reducer import FlatReducer, _wait
+from agent.reducer import FlatReducer
 from agent.runtime import Run, _bytes_tensor, attach
 from agent.state import Registry, decode_per_rank, encode_per_rank
 from agent.transport import pair_group, recv_state, send_state
@@ -532,6 +532,7 @@ class TransparentRun(Run):
             self.pending = None
             self.loaded = True
             self._step_began = time.perf_counter()
+            self._announce_start(steps_rerun=self.boundaries)  # every boundary was replayed
 
         self._load_hook = register_module_forward_pre_hook(load)
 
@@ -612,26 +613,9 @@ class TransparentRun(Run):
             return False
         self.started = True
         self.channel.send({"type": "resumed", "step": self.current_step})
-        return True
-
-    def _sync_from_rank0(self) -> bool:
-        """What DDP's constructor does: every rank starts from rank 0's parameters and buffers."""
-        tensors = [
-            t
-            for m in self.registry.models
-            for t in m.state_dict().values()
-            if t.is_floating_point()
-        ]
-        if not tensors:
-            return True
-        flat = torch.cat([t.detach().reshape(-1).float() for t in tensors])
-        if not _wait(self.group.broadcast([flat], dist.BroadcastOptions()), self._abort):
-            return False
-        offset = 0
-        with torch.no_grad():
-            for t in tensors:
-                t.copy_(flat[offset : offset + t.numel()].view_as(t).to(t.dtype))
-                offset += t.numel()
+        self._unannounced_generation = command["generation"]
+        if self.loaded:  # it goes on with its step now; a spare once it has replayed
+            self._announce_start()
         return True
 
     def finish(self) -> None:
@@ -640,6 +624,8 @@ class TransparentRun(Run):
             message = "the script ended without a training step (no DistributedDataParallel step)"
             self.channel.send({"type": "fatal", "message": message})
             return
+        # A spare that resumed after the last step replayed the whole script and starts nothing.
+        self._announce_start(steps_rerun=0 if self.loaded else self.boundaries)
         while self._await_coordinator("finished") != "done":
             pass
 

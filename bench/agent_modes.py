@@ -54,7 +54,7 @@ def model_aware_worker(hidden: int, layers: int) -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
     run.register(model=model, optimizer=optimizer)
     for step in run.steps(10**9):
-        torch.manual_seed(step * 10 + (run.rank or 0))
+        torch.manual_seed(step * 10 + run.rank)
         model(torch.randn(8, hidden)).square().mean().backward()
         if run.step():
             _mark(step)

@@ -15,7 +15,7 @@ up with checkpoint boundaries.
   failure: spares are not replenished within a run).
 * ``checkpoint_restart``: bench/ckpt_restart_train.py under ``torchrun --max-restarts``: plain
   DDP, a torch.distributed.checkpoint every C steps, C from the Young/Daly rule
-  (yoco.lib.savings.young_daly_interval_hours) with the checkpoint cost measured in a short
+  (bench.savings_model.young_daly_interval_hours) with the checkpoint cost measured in a short
   calibration run and the schedule's failure interval as the MTTF; every failure restarts the
   whole job from the newest checkpoint.
 * ``torchft``: bench/torchft_train.py, one replica group (one process under its own
@@ -62,7 +62,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.common import Processes, git_commit, interleaved, spreads, wait_until, write_result  # noqa: E402
-from yoco.lib.savings import young_daly_interval_hours  # noqa: E402
+from bench.savings_model import young_daly_interval_hours  # noqa: E402
 
 PY = sys.executable
 WORLD = 2

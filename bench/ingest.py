@@ -14,6 +14,7 @@ Needs PostgreSQL and Redis on 127.0.0.1 (override with BENCH_DATABASE_URL, BENCH
 
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -28,7 +29,8 @@ sys.path.insert(0, str(ROOT))
 DATABASE_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/yoco_bench")
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
 os.environ.update(DATABASE_URL=DATABASE_URL, CELERY_BROKER_URL=REDIS_URL,
-                  DJANGO_SETTINGS_MODULE="yoco.settings")  # fmt: skip
+                  DJANGO_SETTINGS_MODULE="yoco.settings",
+                  SECRET_KEY=os.environ.get("SECRET_KEY") or secrets.token_urlsafe(50))  # fmt: skip
 
 from bench.common import write_result  # noqa: E402
 
@@ -120,9 +122,8 @@ def measure_recompute(contract_id: int) -> dict[str, float]:
     import django
 
     django.setup()
-    from yoco.events.fold import fold
-    from yoco.events.models import Incident
-    from yoco.guarantee.models import Contract
+    from yoco.guarantee.fold import fold
+    from yoco.guarantee.models import Contract, Incident
     from yoco.guarantee.years import refresh_years
 
     contract = Contract.objects.get(pk=contract_id)

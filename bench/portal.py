@@ -5,7 +5,7 @@
         .venv/bin/python bench/portal.py
 
 With a PostgreSQL DATABASE_URL the named database is dropped and created again (it must be a
-benchmark database). Seeds one customer (`yoco.portal.demo.seed_portal_demo`: a three-year
+benchmark database). Seeds one customer (`demo.portal.seed_portal_demo`: a three-year
 contract, its first year closed, 100,000 incidents written with bulk_create), then times the
 dashboard and the incident list through Django's test client, in process: the figure is the
 server's time for the whole request (middleware, queries, templates, plotly JSON), no network.
@@ -25,7 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "yoco.settings")
+# The tests' settings: production's, with a throwaway SECRET_KEY and static files by name.
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 if not os.environ.get("DATABASE_URL"):
     _tmp = tempfile.mkdtemp(prefix="yoco-bench-portal-")
     os.environ["DATABASE_URL"] = f"sqlite:///{_tmp}/portal.sqlite3"
@@ -86,8 +87,8 @@ def main() -> None:
 
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     call_command("migrate", verbosity=0)
-    from yoco.events.models import Incident
-    from yoco.portal.demo import seed_portal_demo
+    from demo.portal import seed_portal_demo
+    from yoco.guarantee.models import Incident
 
     started = time.perf_counter()
     showcase = 6  # incidents the demo tells as events, on top of the bulk ones

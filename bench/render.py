@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.common import is_spread  # noqa: E402
-from yoco.lib.savings import Scenario, compare, format_table, scaling_table  # noqa: E402
+from bench.savings_model import Scenario, compare, format_table, scaling_table  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
 DOC = REPO / "docs" / "benchmarks.md"
@@ -240,7 +240,7 @@ def _render_savings() -> list[str]:
     published = compare(Scenario(gpus=1024, mttf_hours="7.9"))
     large = compare(Scenario(gpus=16384, mttf_hours="1.8"))
     return [
-        "## The savings model (`yoco/lib/savings.py`)",
+        "## The savings model (`yoco/lib/savings.py`, `bench/savings_model.py`)",
         "",
         "The published claim, reproduced: " + published.formula() + ".",
         "",

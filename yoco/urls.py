@@ -1,11 +1,13 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.http import JsonResponse
 from django.urls import include, path
+from django.views import defaults
 from drf_spectacular.views import SpectacularAPIView
 
-from yoco.events.api.views import EventIngestView, IncidentListView
+from yoco.events.api.views import EventIngestView
 from yoco.guarantee.api.billing import BillingCreditAckView, BillingCreditListView
-from yoco.guarantee.api.views import ContractYearsView
+from yoco.guarantee.api.views import ContractYearsView, IncidentListView
 
 api_v1 = [
     path("api/v1/events", EventIngestView.as_view(), name="api-events"),
@@ -31,3 +33,13 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("yoco.portal.urls")),
 ]
+
+
+def not_found(request, exception):
+    """An unknown URL under /api/ answers JSON like every API error; elsewhere the 404 page."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": "Not found."}, status=404)
+    return defaults.page_not_found(request, exception)
+
+
+handler404 = not_found

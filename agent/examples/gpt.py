@@ -95,10 +95,12 @@ def main() -> None:
         optimizer,
         lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * s / args.steps)),
     )
-    # A spare has no rank yet; the data position it receives carries the rank it takes over.
-    data = SyntheticTokens(args.seed, run.rank or 0, args.batch, args.seq, args.vocab)
+    # A spare has no rank yet: it builds as rank 0 and, taking a rank over, receives that rank's
+    # data position and RNG streams (registered state), so nothing of rank 0's is left.
+    rank = 0 if run.is_spare else run.rank
+    data = SyntheticTokens(args.seed, rank, args.batch, args.seq, args.vocab)
     # Dropout draws from the global RNG; seed it per rank so ranks differ, reproducibly.
-    torch.manual_seed(args.seed * 7919 + (run.rank or 0))
+    torch.manual_seed(args.seed * 7919 + rank)
     run.register(model=model, optimizer=optimizer, scheduler=scheduler, data=data)
 
     for step in run.steps(args.steps):

@@ -41,7 +41,10 @@ def main() -> None:
     model = nn.Sequential(*layers, nn.Linear(widths[-1], 1)).to(run.device)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=max(1, args.steps // 3))
-    data = SyntheticRegression(args.seed, run.rank or 0, args.batch, args.features)
+    # A spare builds its data as rank 0; taking a rank over, it receives that rank's position.
+    data = SyntheticRegression(
+        args.seed, 0 if run.is_spare else run.rank, args.batch, args.features
+    )
     run.register(model=model, optimizer=optimizer, scheduler=scheduler, data=data)
 
     for step in run.steps(args.steps):

@@ -174,3 +174,20 @@ def incidents(job: Job) -> dict[str, list[dict]]:
         if "subject" in event:
             grouped.setdefault(event["subject"], []).append(event)
     return grouped
+
+
+def kill_alarm_drain(job: Job, at: tuple[int, int, int], ranks: tuple[int, int, int]) -> float:
+    """SIGKILL a worker, a thermal alarm on another, then a drain, each at its step and each
+    once the previous recovery has resumed the job. The time of the kill."""
+    (kill_at, alarm_at, drain_at), (killed, alarmed, drained) = at, ranks
+    job.wait_step(kill_at)
+    killed_at = time.time()
+    os.kill(job.worker_pid(killed), signal.SIGKILL)  # unplanned
+    job.wait_for(lambda: len(job.events("job.resumed")) == 1, what="recovery from SIGKILL")
+    job.wait_step(alarm_at)
+    job.cli("inject", "thermal", "--rank", str(alarmed))  # pre-emptive
+    job.wait_for(lambda: len(job.events("job.resumed")) == 2, what="pre-emptive migration")
+    job.wait_step(drain_at)
+    job.cli("drain", "--rank", str(drained))  # planned
+    job.wait_for(lambda: len(job.events("job.resumed")) == 3, what="planned migration")
+    return killed_at

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import pytest
 
 from tests.agent.conftest import assert_bit_identical, incidents
+from tests.agent.stall import StepSampler, assert_downtime_covers_stall
 
 pytestmark = pytest.mark.agent
 # Slow enough that the test can act between steps; sleeping does not change the numbers.
@@ -19,7 +21,9 @@ def test_three_triggers_bit_identical_to_failure_free_run(start_job, baseline):
     from tests.agent.conftest import GPT_ARGS
 
     job = start_job("three", workers=4, spares=3, script_args=GPT_ARGS + SLOW_STEPS)
+    sampler = StepSampler(job)
     job.wait_step(6)
+    killed_at = time.time()
     os.kill(job.worker_pid(1), signal.SIGKILL)  # unplanned
     job.wait_for(lambda: len(job.events("job.resumed")) == 1, what="recovery from SIGKILL")
     job.wait_step(20)
@@ -29,6 +33,7 @@ def test_three_triggers_bit_identical_to_failure_free_run(start_job, baseline):
     job.cli("drain", "--rank", "3")  # planned
     job.wait_for(lambda: len(job.events("job.resumed")) == 3, what="planned migration")
     assert job.wait_done() == 0, job.output()
+    sampler.stop()
 
     assert_bit_identical(job.final_states(), baseline)
     by_trigger = {}
@@ -48,6 +53,7 @@ def test_three_triggers_bit_identical_to_failure_free_run(start_job, baseline):
     assert set(by_trigger) == {"unplanned", "preemptive", "planned"}
     assert by_trigger["unplanned"][1]["data"]["state_source"] == "replica"
     assert by_trigger["unplanned"][0]["data"]["rank"] == 1
+    assert_downtime_covers_stall(sampler, killed_at, list(by_trigger["unplanned"]))
     assert by_trigger["preemptive"][0]["data"]["category"] == "gpu_thermal"
     assert by_trigger["preemptive"][1]["data"]["state_source"] == "self"
     assert by_trigger["planned"][0]["data"]["category"] == "maintenance"

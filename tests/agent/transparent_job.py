@@ -1,4 +1,5 @@
-"""A job running an unmodified script under `yoco-agent run --transparent` (tests only)."""
+"""A job running a script of tests/agent/scripts under `yoco-agent run` (tests only):
+unmodified under `--transparent`, or a model-aware one."""
 
 from __future__ import annotations
 
@@ -12,15 +13,18 @@ SCRIPTS = REPO / "tests/agent/scripts"
 
 
 class TransparentJob(Job):
-    def __init__(self, tmp: Path, script: str, workers: int, spares: int, script_args):
+    def __init__(
+        self, tmp: Path, script: str, workers: int, spares: int, script_args, transparent=True
+    ):
         self.dir = tmp
         self.events_path = tmp / "events.jsonl"
         self.status_path = tmp / "status.json"
         self.out = tmp / "out"
         command = [
-            PYTHON, "-m", "agent.cli", "run", "--transparent", "--workers", str(workers),
+            PYTHON, "-m", "agent.cli", "run", *(["--transparent"] if transparent else []),
+            "--workers", str(workers),
             "--spares", str(spares), "--events", str(self.events_path), "--status-file",
-            str(self.status_path), "--cluster", "ci", "--job", tmp.name, "--join-timeout", "60",
+            str(self.status_path), "--cluster", "ci", "--job", tmp.name, "--join-timeout", "120",
             "--heartbeat-timeout", "3", "--", PYTHON, str(SCRIPTS / script), *script_args,
             "--out", str(self.out),
         ]  # fmt: skip

@@ -207,7 +207,7 @@ class Platform:
         return results
 
 
-def _test_database_url() -> str:
+def server_database_url() -> str:
     """pytest-django's test database (PostgreSQL in CI), for the server processes."""
     from django.db import connection
 
@@ -222,7 +222,7 @@ def platform(request, tmp_path):
     run's own test database (migrated by pytest-django, emptied after the test)."""
     if os.environ.get("DATABASE_URL"):
         request.getfixturevalue("transactional_db")
-        platform = Platform(tmp_path, _test_database_url())
+        platform = Platform(tmp_path, server_database_url())
     else:
         platform = Platform(tmp_path)
         platform.manage("migrate", "-v0")

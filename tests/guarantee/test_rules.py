@@ -8,15 +8,6 @@ import pytest
 
 from yoco.guarantee import rules
 from yoco.guarantee.rules import (
-    CHECKPOINT_RESTORED,
-    ELIGIBLE,
-    FAILURE_DETECTED,
-    JOB_RESUMED,
-    JOB_STARTED,
-    MIGRATION_COMPLETED,
-    MIGRATION_FAILED,
-    MIGRATION_STARTED,
-    OUTCOMES,
     Detection,
     EventFact,
     Terms,
@@ -33,6 +24,18 @@ from yoco.guarantee.rules import (
     resolution_deadline,
     year_bounds,
     year_number,
+)
+from yoco.lib import vocabulary
+from yoco.lib.vocabulary import (
+    CHECKPOINT_RESTORED,
+    ELIGIBLE,
+    FAILURE_DETECTED,
+    JOB_RESUMED,
+    JOB_STARTED,
+    MIGRATION_COMPLETED,
+    MIGRATION_FAILED,
+    MIGRATION_STARTED,
+    OUTCOMES,
 )
 
 IST = timezone(timedelta(hours=5, minutes=30))
@@ -120,8 +123,8 @@ class TestConstants:
         assert set(ELIGIBLE) <= set(OUTCOMES)
 
     def test_event_types(self):
-        assert rules.EVENT_TYPE_PREFIX == "io.yoco."
-        assert rules.EVENT_TYPES == (
+        assert vocabulary.EVENT_TYPE_PREFIX == "io.yoco."
+        assert vocabulary.EVENT_TYPES == (
             "io.yoco.job.started",
             "io.yoco.job.finished",
             "io.yoco.failure.detected",
@@ -133,29 +136,32 @@ class TestConstants:
         )
         assert FAILURE_DETECTED == "io.yoco.failure.detected"
         assert JOB_STARTED == "io.yoco.job.started"
-        assert rules.JOB_FINISHED == "io.yoco.job.finished"
+        assert vocabulary.JOB_FINISHED == "io.yoco.job.finished"
         assert MIGRATION_STARTED == "io.yoco.migration.started"
         assert MIGRATION_COMPLETED == "io.yoco.migration.completed"
         assert MIGRATION_FAILED == "io.yoco.migration.failed"
         assert CHECKPOINT_RESTORED == "io.yoco.checkpoint.restored"
         assert JOB_RESUMED == "io.yoco.job.resumed"
-        assert all(t.startswith(rules.EVENT_TYPE_PREFIX) for t in rules.EVENT_TYPES)
+        assert all(t.startswith(vocabulary.EVENT_TYPE_PREFIX) for t in vocabulary.EVENT_TYPES)
 
     def test_incident_types_need_a_subject(self):
-        assert set(rules.INCIDENT_EVENT_TYPES) == set(rules.EVENT_TYPES) - {
+        assert set(vocabulary.INCIDENT_EVENT_TYPES) == set(vocabulary.EVENT_TYPES) - {
             JOB_STARTED,
-            rules.JOB_FINISHED,
+            vocabulary.JOB_FINISHED,
         }
 
     def test_enumerations(self):
-        assert rules.TRIGGERS == ("unplanned", "preemptive", "planned")
-        assert rules.SCOPES == ("node", "network_wide")
-        assert len(rules.CATEGORIES) == 16 == len(set(rules.CATEGORIES))
-        assert {"sdc", "software_user", "maintenance", "unknown"} <= set(rules.CATEGORIES)
-        assert rules.FRAMEWORKS == ("torchtitan", "megatron-lm", "deepspeed", "pytorch")
+        assert vocabulary.TRIGGERS == ("unplanned", "preemptive", "planned")
+        assert vocabulary.SCOPES == ("node", "network_wide")
+        assert len(vocabulary.CATEGORIES) == 17 == len(set(vocabulary.CATEGORIES))
+        assert {"sdc", "software_user", "maintenance", "fail_slow", "unknown"} <= set(
+            vocabulary.CATEGORIES
+        )
+        assert vocabulary.SPARES == ("standby", "reclaimed")
+        assert vocabulary.FRAMEWORKS == ("torchtitan", "megatron-lm", "deepspeed", "pytorch")
 
     def test_contract_defaults(self):
-        assert rules.DEFAULT_SUPPORTED_FRAMEWORKS == frozenset(rules.FRAMEWORKS)
+        assert rules.DEFAULT_SUPPORTED_FRAMEWORKS == frozenset(vocabulary.FRAMEWORKS)
         assert rules.DEFAULT_EXCLUDED_CATEGORIES == frozenset({"software_user", "sdc"})
         assert rules.DEFAULT_DEADLINE == timedelta(minutes=15)
         assert rules.DEFAULT_TARGET == Decimal("90")
@@ -392,6 +398,11 @@ class TestDetection:
 
 def test_resolution_deadline():
     assert resolution_deadline(T0, TERMS) == T0 + timedelta(minutes=15)
+    # A detection in the last minutes of the year 9999 has no later instant: the last one.
+    last = datetime(9999, 12, 31, 23, 50, tzinfo=UTC)
+    assert resolution_deadline(last, TERMS) == rules.LAST_INSTANT
+    edge = rules.LAST_INSTANT - timedelta(minutes=15)
+    assert resolution_deadline(edge, TERMS) == rules.LAST_INSTANT
     assert resolution_deadline(T0, Terms(deadline=timedelta(0))) == T0
     with pytest.raises(ValueError):
         resolution_deadline(datetime(2025, 1, 1), TERMS)
@@ -601,7 +612,7 @@ class TestPlannedAndExcluded:
         assert decide([detected(category=category)], now=JUST_AFTER) == "excluded"
 
     @pytest.mark.parametrize(
-        "category", [c for c in rules.CATEGORIES if c not in ("software_user", "sdc")]
+        "category", [c for c in vocabulary.CATEGORIES if c not in ("software_user", "sdc")]
     )
     def test_other_categories_count(self, category):
         assert decide([detected(category=category)], now=JUST_AFTER) == "failed"
@@ -638,7 +649,7 @@ class TestPlannedAndExcluded:
         assert decide([detected()], frameworks=["pytorch", "jax"]) == "excluded"
 
     def test_supported_frameworks(self):
-        for fw in rules.FRAMEWORKS:
+        for fw in vocabulary.FRAMEWORKS:
             assert decide(live(), frameworks=[fw]) == "live_resolved"
         assert decide(live(), frameworks=["pytorch", "deepspeed"]) == "live_resolved"
 

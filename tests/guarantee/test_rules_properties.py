@@ -23,6 +23,7 @@ from yoco.guarantee.rules import (
     year_bounds,
     year_number,
 )
+from yoco.lib import vocabulary
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 SOURCES = ("/clusters/c1/jobs/j1", "/clusters/c1/jobs/j2")
@@ -41,18 +42,18 @@ times = st.one_of(
 
 @st.composite
 def events(draw):
-    type_ = draw(st.sampled_from(rules.EVENT_TYPES))
-    if type_ == rules.FAILURE_DETECTED:
+    type_ = draw(st.sampled_from(vocabulary.EVENT_TYPES))
+    if type_ == vocabulary.FAILURE_DETECTED:
         data = {
-            "trigger": draw(st.sampled_from(rules.TRIGGERS)),
+            "trigger": draw(st.sampled_from(vocabulary.TRIGGERS)),
             "category": draw(st.sampled_from(["gpu_xid", "power", "sdc", "software_user"])),
         }
         scope = draw(st.sampled_from([None, "node", "network_wide"]))
         if scope is not None:
             data["scope"] = scope
-    elif type_ in (rules.MIGRATION_COMPLETED, rules.CHECKPOINT_RESTORED):
+    elif type_ in (vocabulary.MIGRATION_COMPLETED, vocabulary.CHECKPOINT_RESTORED):
         data = {"steps_lost": draw(st.sampled_from([0, 0, 0, 1, 7])), "duration_ms": 10}
-    elif type_ == rules.JOB_STARTED:
+    elif type_ == vocabulary.JOB_STARTED:
         data = {"framework": "pytorch", "world_size": 8}
     else:
         data = {"x": 1}
@@ -117,7 +118,7 @@ def test_outcome_is_consistent(items, terms, frameworks, now):
     if found is None:
         assert result is None
         return
-    assert result in rules.OUTCOMES
+    assert result in vocabulary.OUTCOMES
     if result == "pending":
         assert now <= found.time + terms.deadline
     if result == "failed":
@@ -279,3 +280,90 @@ def test_exact_ties_round_half_up(currency, m):
 def test_compliance_ties_round_half_up(k):
     # (2k + 1) / 20000 = (k + 1/2) / 10000 exactly.
     assert compliance(2 * k + 1, 20000) == Decimal(k + 1).scaleb(-4)
+
+
+REASON_OUTCOMES = {
+    rules.PLANNED_TRIGGER: vocabulary.PLANNED,
+    rules.NETWORK_WIDE: vocabulary.EXCLUDED,
+    rules.EXCLUDED_CATEGORY: vocabulary.EXCLUDED,
+    rules.UNSUPPORTED_FRAMEWORK: vocabulary.EXCLUDED,
+    rules.CHECKPOINT_RESTORE: vocabulary.ROLLED_BACK,
+    rules.LOSSY_MIGRATION: vocabulary.ROLLED_BACK,
+    rules.LIVE_RESUME: vocabulary.LIVE_RESOLVED,
+    rules.WITHIN_DEADLINE: vocabulary.PENDING,
+    rules.LATE_RESUME: vocabulary.FAILED,
+    rules.RESUME_WITHOUT_MIGRATION: vocabulary.FAILED,
+    rules.MIGRATION_FAILURE: vocabulary.FAILED,
+    rules.NO_RECOVERY: vocabulary.FAILED,
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    items=st.lists(events(), max_size=12).map(unique_events),
+    data=st.data(),
+    terms=terms_st,
+    frameworks=frameworks_st,
+    now=times,
+)
+def test_decision_and_its_reason_are_one_evaluation(items, data, terms, frameworks, now):
+    decision = rules.decide(items, job_frameworks=frameworks, terms=terms, now=now)
+    # The reason is as independent of order and repetition as the outcome.
+    again = data.draw(st.permutations(items + items))
+    assert rules.decide(again, job_frameworks=frameworks, terms=terms, now=now) == decision
+    if decision.outcome is None:
+        assert decision.reason == rules.NO_DETECTION
+        return
+    assert REASON_OUTCOMES[decision.reason] == decision.outcome
+    assert decision.deadline == decision.detection.time + terms.deadline
+    assert all(event in items for event in decision.cited)
+    cited_types = [event.type for event in decision.cited]
+    expected_types = {
+        rules.CHECKPOINT_RESTORE: [vocabulary.CHECKPOINT_RESTORED],
+        rules.LOSSY_MIGRATION: [vocabulary.MIGRATION_COMPLETED],
+        rules.LIVE_RESUME: [vocabulary.MIGRATION_COMPLETED, vocabulary.JOB_RESUMED],
+        rules.LATE_RESUME: [vocabulary.MIGRATION_COMPLETED, vocabulary.JOB_RESUMED],
+        rules.RESUME_WITHOUT_MIGRATION: [vocabulary.JOB_RESUMED],
+        rules.MIGRATION_FAILURE: [vocabulary.MIGRATION_FAILED],
+    }.get(decision.reason, [])
+    assert cited_types == expected_types
+    if decision.reason == rules.LIVE_RESUME:
+        assert decision.cited[1].time <= decision.deadline
+    if decision.reason == rules.LATE_RESUME:
+        assert decision.cited[1].time > decision.deadline
+    if decision.reason == rules.UNSUPPORTED_FRAMEWORK:
+        assert decision.unsupported and not set(decision.unsupported) & terms.supported_frameworks
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    items=st.lists(events(), max_size=12).map(unique_events),
+    terms=terms_st,
+    frameworks=frameworks_st,
+    stored_at=times,
+    later=st.integers(min_value=0, max_value=3 * 3600).map(lambda s: timedelta(seconds=s)),
+)
+def test_reading_a_stored_outcome_later_equals_deciding_then(
+    items, terms, frameworks, stored_at, later
+):
+    """What reads show (`outcome_as_of` over the outcome stored at fold time) is what the
+    rules decide at the time of the read, for the same events."""
+    stored = rules.decide(items, job_frameworks=frameworks, terms=terms, now=stored_at)
+    read_at = stored_at + later
+    shown = rules.outcome_as_of(stored.outcome, stored.deadline, read_at)
+    assert shown == rules.outcome(items, job_frameworks=frameworks, terms=terms, now=read_at)
+
+
+@given(
+    counts=st.fixed_dictionaries({o: st.integers(0, 50) for o in vocabulary.OUTCOMES}),
+    expired=st.integers(0, 60),
+)
+def test_counts_as_of_moves_expired_pending_to_failed(counts, expired):
+    result = rules.counts_as_of(counts, expired)
+    moved = min(expired, counts["pending"])
+    assert result["pending"] == counts["pending"] - moved
+    assert result["failed"] == counts["failed"] + moved
+    assert sum(result.values()) == sum(counts.values())
+    assert {k: v for k, v in result.items() if k not in ("pending", "failed")} == {
+        k: v for k, v in counts.items() if k not in ("pending", "failed")
+    }

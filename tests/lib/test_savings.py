@@ -1,4 +1,5 @@
-"""The savings model (yoco/lib/savings.py): published figures and bad input.
+"""The savings model (yoco/lib/savings.py, bench/savings_model.py): published figures and bad
+input.
 
 Plain Python: no database, no Django settings (runs with ``-p no:django`` too).
 """
@@ -7,19 +8,18 @@ from decimal import Decimal
 
 import pytest
 
-from yoco.lib import savings
-from yoco.lib.savings import (
-    LiveRecovery,
+from bench import savings_model
+from bench.savings_model import (
     Scenario,
     compare,
     failures_per_day,
     mttf_from_node_day_rate,
     mttf_from_per_gpu_rate,
     per_gpu_rate_from_mttf,
-    protected_gpu_hours,
     scaling_table,
     young_daly_interval_hours,
 )
+from yoco.lib.savings import LiveRecovery, protected_gpu_hours
 
 # ---------------------------------------------------------------- published figures
 
@@ -120,7 +120,7 @@ def test_scaling_table_1024_to_16384():
     assert rows[-1].checkpoint_restart.saturated  # 48 h lost per day: no progress at all
     losses = [r.checkpoint_restart.lost_gpu_hours_per_year for r in rows]
     assert losses == sorted(losses)
-    table = savings.format_table(rows)
+    table = savings_model.format_table(rows)
     assert table.count("\n| ") == 5 and "no progress" in table and "Assumptions" in table
 
 
@@ -203,7 +203,7 @@ def test_bad_scenario_raises_clear_value_error(kwargs, message):
         (lambda: scaling_table([1024, 0]), "gpus must be at least 1"),
         (lambda: scaling_table(failures_per_gpu_hour=0), "failures_per_gpu_hour must be"),
         (lambda: compare("1024 GPUs"), "needs a Scenario"),
-        (lambda: savings.format_table([]), "at least one row"),
+        (lambda: savings_model.format_table([]), "at least one row"),
     ],
 )
 def test_bad_rates_raise_clear_value_error(call, message):

@@ -56,14 +56,14 @@ def missed_credits(contract_factory, api, n: int = 1):
 
 
 def billing_token() -> str:
-    from yoco.guarantee.actions import do_create_billing_token
+    from yoco.accounts.actions import do_create_billing_token
 
     return do_create_billing_token(name="billing test")[1]
 
 
 def records(obj, action=None):
     """The audit records of `obj`, oldest first."""
-    from yoco.guarantee.models import AuditRecord
+    from yoco.accounts.models import AuditRecord
 
     found = AuditRecord.objects.filter(
         object_type=type(obj).__name__, object_id=str(obj.pk)

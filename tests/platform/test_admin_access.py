@@ -4,9 +4,9 @@ import pytest
 
 from tests.conftest import cloud_event, post_events
 from tests.platform.account_team import billing_token, customer_user, missed_credits, staff
-from yoco.accounts.models import BillingToken, Cluster, ClusterKey, Customer, ReadToken
-from yoco.events.models import Event, Incident, Job
-from yoco.guarantee.models import AuditRecord, Contract, ContractYear, Credit
+from yoco.accounts.models import AuditRecord, BillingToken, Cluster, ClusterKey, Customer, ReadToken
+from yoco.events.models import Event
+from yoco.guarantee.models import Contract, ContractYear, Credit, Incident, Job
 
 MODELS = [
     ("accounts", "customer", Customer),
@@ -14,13 +14,13 @@ MODELS = [
     ("accounts", "clusterkey", ClusterKey),
     ("accounts", "readtoken", ReadToken),
     ("accounts", "billingtoken", BillingToken),
-    ("events", "incident", Incident),
-    ("events", "job", Job),
+    ("guarantee", "incident", Incident),
+    ("guarantee", "job", Job),
     ("events", "event", Event),
     ("guarantee", "contract", Contract),
     ("guarantee", "contractyear", ContractYear),
     ("guarantee", "credit", Credit),
-    ("guarantee", "auditrecord", AuditRecord),
+    ("accounts", "auditrecord", AuditRecord),
 ]
 
 
@@ -87,6 +87,6 @@ def test_nothing_can_be_added_changed_or_deleted_directly(everything, client):
     assert client.post(f"/admin/guarantee/credit/{credit.pk}/change/", {"state": "approved"})
     assert Credit.objects.get(pk=credit.pk).state == Credit.EARNED
     record = AuditRecord.objects.first()
-    assert client.post(f"/admin/guarantee/auditrecord/{record.pk}/change/", {"reason": "x"})
+    assert client.post(f"/admin/accounts/auditrecord/{record.pk}/change/", {"reason": "x"})
     assert AuditRecord.objects.get(pk=record.pk).reason == record.reason
     assert client.post(f"/admin/guarantee/credit/{credit.pk}/delete/").status_code == 403

@@ -12,8 +12,7 @@ from tests.platform.account_team import (
     staff,
 )
 from yoco.accounts.models import Cluster, ClusterKey, Membership
-from yoco.events.models import Incident
-from yoco.guarantee.models import ContractYear, Credit
+from yoco.guarantee.models import ContractYear, Credit, Incident
 
 
 def act(client, changelist, action, pks, **form):
@@ -61,7 +60,7 @@ def test_override_through_the_admin(acme, api, client):
     fail_once(api, acme, "east")
     incident = Incident.objects.get()
     client.force_login(staff("alice"))
-    url = "/admin/events/incident/"
+    url = "/admin/guarantee/incident/"
     form = act(client, url, "override_outcome", [incident.pk])
     assert b'name="outcome"' in form.content and b'name="reason"' in form.content
     act(client, url, "override_outcome", [incident.pk], apply="1", outcome="excluded", reason="")

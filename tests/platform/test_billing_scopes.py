@@ -3,8 +3,9 @@
 import pytest
 
 from tests.platform.account_team import billing_token, missed_credits, staff
+from yoco.accounts.actions import do_revoke_key
 from yoco.accounts.models import BillingToken
-from yoco.guarantee.actions import do_approve_credit, do_revoke_key
+from yoco.guarantee.actions import do_approve_credit
 from yoco.guarantee.models import Credit
 
 

@@ -6,7 +6,8 @@ from io import StringIO
 from django.core.management import call_command
 
 from tests.conftest import cloud_event, post_events
-from yoco.guarantee.models import AuditRecord, ContractYear, Credit
+from yoco.accounts.models import AuditRecord
+from yoco.guarantee.models import ContractYear, Credit
 
 
 def _failed(subject, time):

@@ -56,7 +56,7 @@ def test_credits_and_audit_records_cannot_be_deleted_in_the_admin(contract_facto
     record = records(credit)[0]
     for url in (
         f"/admin/guarantee/credit/{credit.pk}/delete/",
-        f"/admin/guarantee/auditrecord/{record.pk}/delete/",
+        f"/admin/accounts/auditrecord/{record.pk}/delete/",
     ):
         assert client.post(url, {"post": "yes"}).status_code == 403
     assert Credit.objects.filter(pk=credit.pk).exists()

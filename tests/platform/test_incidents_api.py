@@ -45,6 +45,9 @@ def test_filters(acme, api):
     assert _get(api, token, query).json()["count"] == 1
     assert _get(api, token, "?outcome=bogus").status_code == 400
     assert _get(api, token, "?year=one").status_code == 400
+    for bad in ("?contract=1.5", "?contract=--1", f"?contract={2**63}", "?year=\u0661"):
+        response = _get(api, token, bad)  # not a number, or past the database's integers
+        assert response.status_code == 400 and list(response.json()) == ["detail"], bad
 
 
 def test_only_own_customers_incidents(acme, outsider, api):

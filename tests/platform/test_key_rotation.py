@@ -8,9 +8,9 @@ from django.core.management import call_command
 
 from tests.conftest import cloud_event, post_events
 from tests.platform.account_team import staff
-from yoco.accounts.models import BillingToken, Cluster, ClusterKey
-from yoco.guarantee.actions import ActionError, do_revoke_key, do_rotate_cluster_key
-from yoco.guarantee.models import AuditRecord
+from yoco.accounts.actions import do_revoke_key, do_rotate_cluster_key
+from yoco.accounts.models import AuditRecord, BillingToken, Cluster, ClusterKey
+from yoco.lib.errors import ActionError
 
 
 def send(api, key):

@@ -4,14 +4,13 @@ import pytest
 
 from tests.conftest import cloud_event, post_events
 from tests.platform.account_team import AFTER_YEAR_1, fail_once, records, staff
-from yoco.events.models import Incident
 from yoco.guarantee.actions import (
     ActionError,
     do_clear_override,
     do_close_due_years,
     do_override_outcome,
 )
-from yoco.guarantee.models import ContractYear
+from yoco.guarantee.models import ContractYear, Incident
 
 
 def year1(created):

@@ -1,6 +1,7 @@
 """Portal fixtures: two customers with data, and a client per kind of visitor."""
 
 import pytest
+from django.http import HttpRequest
 from django.test import Client
 
 PASSWORD = "demo-password-1"
@@ -16,7 +17,7 @@ def fast_password_hashing(settings):
 @pytest.fixture
 def demo(db):
     """Acme AI (users ada = owner, grace = teammate, ops = staff) with 300 incidents."""
-    from yoco.portal.demo import seed_portal_demo
+    from demo.portal import seed_portal_demo
 
     return seed_portal_demo(incidents=300, password=PASSWORD)
 
@@ -24,7 +25,7 @@ def demo(db):
 @pytest.fixture
 def other(demo):
     """Another customer (Other Labs, user olga) with its own contract, incidents and credit."""
-    from yoco.portal.demo import seed_portal_demo
+    from demo.portal import seed_portal_demo
 
     return seed_portal_demo(
         customer_name="Other Labs",
@@ -39,8 +40,9 @@ def other(demo):
 
 
 def login(username):
+    """A client signed in with the password (django-axes checks it, so it needs a request)."""
     client = Client()
-    assert client.login(username=username, password=PASSWORD)
+    assert client.login(request=HttpRequest(), username=username, password=PASSWORD)
     return client
 
 

@@ -20,7 +20,7 @@ pytestmark = [
 
 @pytest.fixture
 def data(transactional_db, settings):
-    from yoco.portal.demo import seed_portal_demo
+    from demo.portal import seed_portal_demo
 
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     ours = seed_portal_demo(incidents=400, password=PASSWORD)

@@ -4,7 +4,7 @@ import csv
 import io
 
 from tests.portal.conftest import body
-from yoco.events.models import Incident
+from yoco.guarantee.models import Incident
 
 
 def test_csv_honours_filters(demo, owner):

@@ -3,7 +3,7 @@
 from django.core.cache import cache
 
 from tests.portal.conftest import body
-from yoco.events.models import Incident
+from yoco.guarantee.models import Incident
 from yoco.guarantee.years import refresh_years
 
 

@@ -3,7 +3,7 @@
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from yoco.events.models import Incident
+from yoco.guarantee.models import Incident
 
 
 def test_query_count_is_independent_of_the_incident_count(demo, owner):

@@ -26,3 +26,11 @@ def test_override_shows_who_and_why(demo, owner):
     assert "Override by the account team" in page
     assert "ticket FAC-2291" in page
     assert "changed it to" in page and "ops" in page
+
+
+def test_spare_and_verification_shown(demo, owner):
+    page = body(owner.get(f"/incidents/{demo.showcase['live_resolved'].pk}/"))
+    assert 'id="spare">standby (a waiting spare)' in page
+    assert "id=\"verified\">yes: the target's digest equals the source's" in page
+    page = body(owner.get(f"/incidents/{demo.showcase['rolled_back'].pk}/"))
+    assert 'id="spare">—' in page and 'id="verified">not reported' in page

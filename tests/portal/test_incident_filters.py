@@ -3,7 +3,7 @@
 import re
 
 from tests.portal.conftest import body
-from yoco.events.models import Incident
+from yoco.guarantee.models import Incident
 from yoco.portal.views import PAGE_SIZE
 
 

@@ -3,7 +3,7 @@
 from decimal import Decimal
 
 from tests.portal.conftest import body
-from yoco.events.models import Incident
+from yoco.guarantee.models import Incident
 from yoco.lib import savings
 from yoco.portal.stats import year_stats
 

@@ -1,15 +1,25 @@
 """Account-team admin: customers and their portal users, clusters and every credential.
 
-Every change is a `yoco.guarantee.actions` function (audited); keys are shown once, in a
+Every change is a `yoco.accounts.actions` function (audited); keys are shown once, in a
 message, and stored hashed. Nothing here is ever hard-deleted except a membership, through its
 action (the audit record stays)."""
 
 from django.contrib import admin, messages
 from django.utils.html import format_html_join
 
-from yoco.accounts.models import BillingToken, Cluster, ClusterKey, Customer, Membership, ReadToken
-from yoco.guarantee import actions
-from yoco.lib.admin import ReadOnlyAdmin, ReadOnlyInline, apply_each, audit_history, show_key_once
+from yoco.accounts import actions
+from yoco.accounts.history import audit_history
+from yoco.accounts.models import (
+    AuditRecord,
+    BillingToken,
+    Cluster,
+    ClusterKey,
+    Customer,
+    Membership,
+    ReadToken,
+)
+from yoco.lib.admin import ReadOnlyAdmin, ReadOnlyInline, each_action, show_key_once
+from yoco.lib.errors import ActionError
 
 
 class MembershipInline(admin.TabularInline):
@@ -46,6 +56,11 @@ class CustomerAdmin(admin.ModelAdmin):
         found = super().get_actions(request)
         found.pop("delete_selected", None)
         return found
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        # Django runs this view inside one transaction; the do_* actions that save_model and
+        # save_formset call are durable transactions of their own, so they must not be nested.
+        return self._changeform_view(request, object_id, form_url, extra_context)
 
     @admin.display(description="contracts")
     def contract_list(self, customer):
@@ -86,16 +101,13 @@ class CustomerAdmin(admin.ModelAdmin):
                 elif not membership.pk and data.get("user"):
                     added = actions.do_add_member(customer, data["user"], actor=request.user)
                     formset.new_objects.append(added)
-            except actions.ActionError as exc:
+            except ActionError as exc:
                 self.message_user(request, str(exc), messages.ERROR)
 
-    @admin.action(description="Create a read token (shown once)")
-    def create_read_token(self, request, queryset):
-        def apply(customer):
-            record, key = actions.do_create_read_token(customer, actor=request.user)
-            show_key_once(self, request, f"Read token {record.prefix} for {customer}", key)
-
-        apply_each(self, request, queryset, apply)
+    @each_action(description="Create a read token (shown once)")
+    def create_read_token(self, request, customer):
+        record, key = actions.do_create_read_token(customer, actor=request.user)
+        show_key_once(self, request, f"Read token {record.prefix} for {customer}", key)
 
 
 class ClusterKeyInline(ReadOnlyInline):
@@ -125,21 +137,15 @@ class ClusterAdmin(ReadOnlyAdmin):
     def history(self, cluster):
         return audit_history("Cluster", cluster.pk)
 
-    @admin.action(description="Create an extra ingest key (shown once)")
-    def create_key(self, request, queryset):
-        def apply(cluster):
-            record, key = actions.do_create_cluster_key(cluster, actor=request.user)
-            show_key_once(self, request, f"Ingest key {record.prefix} for {cluster}", key)
+    @each_action(description="Create an extra ingest key (shown once)")
+    def create_key(self, request, cluster):
+        record, key = actions.do_create_cluster_key(cluster, actor=request.user)
+        show_key_once(self, request, f"Ingest key {record.prefix} for {cluster}", key)
 
-        apply_each(self, request, queryset, apply)
-
-    @admin.action(description="Rotate the ingest key: new key (shown once), old ones revoked")
-    def rotate_key(self, request, queryset):
-        def apply(cluster):
-            record, key = actions.do_rotate_cluster_key(cluster, actor=request.user)
-            show_key_once(self, request, f"New ingest key {record.prefix} for {cluster}", key)
-
-        apply_each(self, request, queryset, apply)
+    @each_action(description="Rotate the ingest key: new key (shown once), old ones revoked")
+    def rotate_key(self, request, cluster):
+        record, key = actions.do_rotate_cluster_key(cluster, actor=request.user)
+        show_key_once(self, request, f"New ingest key {record.prefix} for {cluster}", key)
 
 
 class KeyAdmin(ReadOnlyAdmin):
@@ -160,14 +166,11 @@ class KeyAdmin(ReadOnlyAdmin):
     def history(self, key):
         return audit_history(type(key).__name__, key.prefix)
 
-    @admin.action(description="Revoke (cannot be undone)")
-    def revoke(self, request, queryset):
-        def apply(key):
-            if actions.do_revoke_key(key, actor=request.user):
-                return "revoked"
-            return "was already revoked"
-
-        apply_each(self, request, queryset, apply)
+    @each_action(description="Revoke (cannot be undone)")
+    def revoke(self, request, key):
+        if actions.do_revoke_key(key, actor=request.user):
+            return "revoked"
+        return "was already revoked"
 
 
 @admin.register(ClusterKey)
@@ -185,3 +188,22 @@ class ReadTokenAdmin(KeyAdmin):
 @admin.register(BillingToken)
 class BillingTokenAdmin(KeyAdmin):
     """Billing tokens are made with `manage.py create_billing_token` (shown once there)."""
+
+
+@admin.register(AuditRecord)
+class AuditRecordAdmin(ReadOnlyAdmin):
+    list_display = ["id", "at", "actor_label", "action", "object_type", "object_id", "reason"]
+    list_filter = ["action", "object_type"]
+    search_fields = ["object_id", "actor_label", "reason"]
+    fields = [
+        "at",
+        "actor_label",
+        "action",
+        "object_type",
+        "object_id",
+        "reason",
+        "before",
+        "after",
+    ]
+    readonly_fields = fields
+    show_full_result_count = False

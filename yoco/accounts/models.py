@@ -3,6 +3,7 @@
 All credentials are stored hashed (djangorestframework-api-key, SHA-512 of a high-entropy key)
 and shown once, when they are made. A credential is scoped by its table: a cluster key may only
 write events, a read token only read its customer's data, a billing token only use the export.
+Every state change of the platform leaves an AuditRecord.
 """
 
 from django.conf import settings
@@ -71,3 +72,27 @@ class BillingToken(AbstractAPIKey):
 
     class Meta(AbstractAPIKey.Meta):
         verbose_name = "billing token"
+
+
+class AuditRecord(models.Model):
+    """Append-only: who did what, when, why, with the state before and after."""
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    actor_label = models.CharField(max_length=150, help_text="user name, or the system process")
+    action = models.CharField(max_length=60)
+    object_type = models.CharField(max_length=60)
+    object_id = models.CharField(max_length=64)
+    reason = models.TextField(blank=True)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        db_table = "guarantee_auditrecord"  # made in the guarantee app; moved with its table
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["object_type", "object_id"])]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M} {self.actor_label} {self.action} {self.object_type}"

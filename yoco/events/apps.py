@@ -4,4 +4,4 @@ from django.apps import AppConfig
 class EventsConfig(AppConfig):
     name = "yoco.events"
     label = "events"
-    verbose_name = "Events, jobs and incidents"
+    verbose_name = "Raw events"

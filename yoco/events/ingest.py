@@ -4,7 +4,9 @@ Idempotency is the database's unique constraint on (source, event id), enforced 
 itself (`INSERT … ON CONFLICT DO NOTHING`) in the same transaction: never check-then-insert.
 A row that did not go in because one with its key exists is then compared with that row:
 equal JSON → `duplicate`, anything else → `conflict` (the first stays).
-Folding the stored events into jobs and incidents runs after commit, as a Celery task.
+Processing the stored events into jobs and incidents runs after commit, as a Celery task sent
+by name (`yoco.guarantee.processing`, one layer up), which also sweeps up any event a crash left
+unprocessed.
 """
 
 import hashlib
@@ -12,13 +14,16 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from celery import current_app
 from django.db import connection, transaction
 from django.utils import timezone
 
 from yoco.accounts.models import Cluster
 from yoco.events.models import Event
-from yoco.events.schema import InvalidEvent, ParsedEvent, parse_event
+from yoco.events.schema import NOT_STORABLE, InvalidEvent, ParsedEvent, parse_event
 
+# Registered by yoco.guarantee (GuaranteeConfig.ready): a name, so ingest imports nothing above.
+PROCESS_EVENTS_TASK = "yoco.guarantee.tasks.process_events_task"
 ACCEPTED, DUPLICATE, CONFLICT, REJECTED = "accepted", "duplicate", "conflict", "rejected"
 
 
@@ -48,7 +53,9 @@ def content_hash(canonical: str) -> str:
 
 def _result(index: int, event: Any, status: str, error: str | None = None) -> dict[str, Any]:
     event_id = event.get("id") if isinstance(event, dict) else None
-    result = {"index": index, "id": event_id if isinstance(event_id, str) else None}
+    # Echoed only when it can be written back as UTF-8 (not a lone surrogate).
+    shown = isinstance(event_id, str) and not NOT_STORABLE.search(event_id)
+    result = {"index": index, "id": event_id if shown else None}
     result["status"] = status
     if error:
         result["error"] = error
@@ -98,7 +105,9 @@ def _store(cluster: Cluster, valid, answer) -> None:
     with transaction.atomic():
         inserted = _insert_new(rows)
         stored = {key: first[key][1] for key in inserted}
-        stored.update(_stored_raw(set(first) - inserted))
+        stored_pks = dict(inserted)
+        for key, (pk, raw) in _stored_rows(set(first) - set(inserted)).items():
+            stored[key], stored_pks[key] = raw, pk
         for index, raw, parsed in valid:
             key = (parsed.source, parsed.id)
             if key in inserted and first[key][0] == index:
@@ -113,13 +122,16 @@ def _store(cluster: Cluster, valid, answer) -> None:
                     f"an event with source {parsed.source!r} and id {parsed.id!r} is already "
                     "stored with other content; the first one stays",
                 )
-        if inserted:
-            from yoco.events.tasks import fold_events_task
+        # Processing runs after commit, on every stored event this batch names: a retry of a
+        # batch whose processing a crash cut short (all `duplicate`) processes it now.
+        pks = sorted(stored_pks.values())
+        transaction.on_commit(lambda: _send_to_processing(pks))
 
-            new = [p for _, _, p in valid if (p.source, p.id) in inserted]
-            subjects = sorted({p.subject for p in new if p.subject})
-            sources = sorted({p.source for p in new})
-            transaction.on_commit(lambda: fold_events_task.delay(cluster.pk, subjects, sources))
+
+def _send_to_processing(pks: list[int]) -> None:
+    """Hand stored events to processing (`yoco.guarantee`, the layer above) by task name: a
+    worker runs it, or this process at once when Celery is eager (no broker)."""
+    current_app.signature(PROCESS_EVENTS_TASK, args=(pks,)).delay()
 
 
 COLUMNS = ("cluster_id", "source", "event_id", "type", "time", "subject", "raw", "content_hash",
@@ -127,21 +139,22 @@ COLUMNS = ("cluster_id", "source", "event_id", "type", "time", "subject", "raw",
 ROWS_PER_STATEMENT = 1000
 
 
-def _insert_new(rows: list[tuple]) -> set[tuple[str, str]]:
-    """INSERT … ON CONFLICT DO NOTHING RETURNING: the keys that went in. The unique constraint
-    decides, inside this transaction; PostgreSQL and SQLite (3.35+) both speak it."""
-    inserted: set[tuple[str, str]] = set()
+def _insert_new(rows: list[tuple]) -> dict[tuple[str, str], int]:
+    """INSERT … ON CONFLICT DO NOTHING RETURNING: the keys that went in, with their row ids.
+    The unique constraint decides, inside this transaction; PostgreSQL and SQLite (3.35+) both
+    speak it."""
+    inserted: dict[tuple[str, str], int] = {}
     with connection.cursor() as cursor:
         for start in range(0, len(rows), ROWS_PER_STATEMENT):
             sql, params = _insert_statement(rows[start : start + ROWS_PER_STATEMENT])
             cursor.execute(sql, params)
-            inserted.update((source, event_id) for source, event_id in cursor.fetchall())
+            inserted.update(((source, event_id), pk) for source, event_id, pk in cursor.fetchall())
     return inserted
 
 
 def _insert_statement(chunk: list[tuple]) -> tuple[str, list]:
     head = f"INSERT INTO {Event._meta.db_table} ({', '.join(COLUMNS)}) "
-    tail = " ON CONFLICT (source, event_id) DO NOTHING RETURNING source, event_id"
+    tail = " ON CONFLICT (source, event_id) DO NOTHING RETURNING source, event_id, id"
     if connection.vendor == "postgresql":
         # The whole chunk as one JSON parameter: the driver escapes one string instead of
         # scanning thousands of placeholders or escaping array elements one by one.
@@ -168,12 +181,15 @@ def _insert_statement(chunk: list[tuple]) -> tuple[str, list]:
     return head + "VALUES " + ", ".join([row] * len(chunk)) + tail, params
 
 
-def _stored_raw(keys) -> dict[tuple[str, str], dict]:
+def _stored_rows(keys) -> dict[tuple[str, str], tuple[int, dict]]:
+    """The row id and stored JSON of each key already stored."""
     by_source: dict[str, list[str]] = {}
     for source, event_id in keys:
         by_source.setdefault(source, []).append(event_id)
     stored = {}
     for source, ids in by_source.items():
-        rows = Event.objects.filter(source=source, event_id__in=ids).values_list("event_id", "raw")
-        stored.update(((source, event_id), raw) for event_id, raw in rows)
+        rows = Event.objects.filter(source=source, event_id__in=ids).values_list(
+            "event_id", "pk", "raw"
+        )
+        stored.update(((source, event_id), (pk, raw)) for event_id, pk, raw in rows)
     return stored

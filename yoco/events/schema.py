@@ -1,27 +1,38 @@
 """Validation of one CloudEvent against SPEC section 3.
 
 `parse_event` either returns a `ParsedEvent` or raises `InvalidEvent` whose message says exactly
-what is wrong; it never touches the database.
+what is wrong; it never touches the database. Everything it admits can be stored and processed:
+ids and sources fit their columns, integers fit a bigint, times fit a datetime after any offset,
+and no string or number is one PostgreSQL's jsonb refuses (U+0000, a lone surrogate, NaN).
 """
 
+import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
-from yoco.guarantee import rules
-from yoco.guarantee.rules import (
+from yoco.events.json_body import OversizedInt
+from yoco.lib import vocabulary
+from yoco.lib.vocabulary import (
     CATEGORIES,
     FRAMEWORKS,
     JOB_STATUSES,
     MODES,
     SCOPES,
+    SPARES,
     STATE_SOURCES,
     TRIGGERS,
 )
 
-# Field kinds: ("int",) a JSON integer >= 0; ("str",) a string; ("enum", values); ("obj", fields)
-INT, STR = ("int",), ("str",)
+# The largest integer JSON carries exactly everywhere (I-JSON, RFC 7493); it fits a bigint.
+MAX_INT = 2**53 - 1
+MAX_ID_CHARS = 200  # id and subject
+MAX_SOURCE_CHARS = 300
+
+# Field kinds: ("int",) a JSON integer 0 … MAX_INT; ("str",) a string; ("bool",) true/false;
+# ("enum", values); ("obj", fields); ("sizes",) an object of names → integers 1 … MAX_INT.
+INT, STR, BOOL, SIZES = ("int",), ("str",), ("bool",), ("sizes",)
 
 
 def _enum(values):
@@ -30,15 +41,17 @@ def _enum(values):
 
 # type → {field: (kind, required)}
 DATA_FIELDS: dict[str, dict[str, tuple[tuple, bool]]] = {
-    rules.JOB_STARTED: {
+    vocabulary.JOB_STARTED: {
         "framework": (_enum(FRAMEWORKS), True),
         "world_size": (INT, True),
         "model": (STR, False),
         "gpus": (INT, False),
         "mode": (_enum(MODES), False),
+        "spares": (INT, False),
+        "parallelism": (SIZES, False),
     },
-    rules.JOB_FINISHED: {"status": (_enum(JOB_STATUSES), True), "step": (INT, False)},
-    rules.FAILURE_DETECTED: {
+    vocabulary.JOB_FINISHED: {"status": (_enum(JOB_STATUSES), True), "step": (INT, False)},
+    vocabulary.FAILURE_DETECTED: {
         "trigger": (_enum(TRIGGERS), True),
         "category": (_enum(CATEGORIES), True),
         "rank": (INT, False),
@@ -49,36 +62,47 @@ DATA_FIELDS: dict[str, dict[str, tuple[tuple, bool]]] = {
         "detail": (STR, False),
         "scope": (_enum(SCOPES), False),
     },
-    rules.MIGRATION_STARTED: {
+    vocabulary.MIGRATION_STARTED: {
         "mode": (_enum(MODES), True),
         "state_source": (_enum(STATE_SOURCES), True),
         "source": (("obj", {"node": (STR, False), "rank": (INT, False)}), False),
         "target": (("obj", {"node": (STR, False)}), False),
         "bytes": (INT, False),
+        "spare": (_enum(SPARES), False),
     },
-    rules.MIGRATION_COMPLETED: {
+    vocabulary.MIGRATION_COMPLETED: {
         "steps_lost": (INT, True),
         "duration_ms": (INT, True),
         "bytes": (INT, False),
         "recompute_ms": (INT, False),
         "resumed_step": (INT, False),
+        "verified": (BOOL, False),
     },
-    rules.MIGRATION_FAILED: {"reason": (STR, True)},
-    rules.CHECKPOINT_RESTORED: {
+    vocabulary.MIGRATION_FAILED: {"reason": (STR, True)},
+    vocabulary.CHECKPOINT_RESTORED: {
         "steps_lost": (INT, True),
         "checkpoint_step": (INT, False),
         "duration_ms": (INT, False),
     },
-    rules.JOB_RESUMED: {"step": (INT, True), "downtime_ms": (INT, False)},
+    vocabulary.JOB_RESUMED: {"step": (INT, True), "downtime_ms": (INT, False)},
 }
-SUBJECT_REQUIRED = frozenset(rules.INCIDENT_EVENT_TYPES)
+SUBJECT_REQUIRED = frozenset(vocabulary.INCIDENT_EVENT_TYPES)
 
-SOURCE_RE = re.compile(r"^/clusters/(?P<cluster>[^/\s]+)/jobs/(?P<job>[^/\s]+)$")
+# All matched whole (fullmatch): "$" would let a trailing newline through.
+SOURCE_RE = re.compile(r"/clusters/(?P<cluster>[^/\s]+)/jobs/(?P<job>[^/\s]+)")
+# ASCII digits only: "\d" would take fullwidth and other Unicode digits.
 TIME_RE = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?(?:(?P<z>[Zz])|(?P<sign>[+-])(?P<oh>\d{2}):(?P<om>\d{2}))$"
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?"
+    r"(?:(?P<z>[Zz])|(?P<sign>[+-])(?P<oh>[0-9]{2}):(?P<om>[0-9]{2}))"
 )
 # CloudEvents context attribute names: lower-case letters and digits.
-ATTRIBUTE_NAME_RE = re.compile(r"^[a-z0-9]{1,20}$")
+ATTRIBUTE_NAME_RE = re.compile(r"[a-z0-9]{1,20}")
+# Not in an id, subject or source: control characters and (lone) surrogates. JSON decoding
+# joins every valid surrogate pair, so a surrogate left in a string is an unpaired one.
+NOT_IN_NAMES = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
+# Not in any stored string: PostgreSQL refuses U+0000, and a lone surrogate is not UTF-8.
+NOT_STORABLE = re.compile("[\x00\ud800-\udfff]")
+
 KNOWN_ATTRIBUTES = {
     "specversion", "id", "source", "type", "time", "subject", "data", "datacontenttype",
     "dataschema",
@@ -87,6 +111,13 @@ KNOWN_ATTRIBUTES = {
 
 class InvalidEvent(ValueError):
     pass
+
+
+def _show(value: Any) -> str:
+    """A value for an error message: its repr (escapes control characters and surrogates),
+    shortened."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 @dataclass(frozen=True)
@@ -101,13 +132,14 @@ class ParsedEvent:
 
 
 def parse_time(value: Any) -> datetime:
-    """RFC 3339 with a mandatory offset, returned in UTC to the microsecond."""
+    """RFC 3339 with a mandatory offset, returned in UTC to the microsecond; the instant must
+    lie within the years 0001–9999 in UTC."""
     if not isinstance(value, str):
-        raise InvalidEvent("time must be an RFC 3339 string")
-    match = TIME_RE.match(value)
+        raise InvalidEvent(f"time must be an RFC 3339 string, got {_show(value)}")
+    match = TIME_RE.fullmatch(value)
     if not match:
         raise InvalidEvent(
-            f"time {value!r} is not RFC 3339 with an offset (e.g. 2026-01-31T12:00:00Z)"
+            f"time {_show(value)} is not RFC 3339 with an offset (e.g. 2026-01-31T12:00:00Z)"
         )
     year, month, day, hour, minute, second, fraction = match.groups()[:7]
     if match.group("z"):
@@ -116,7 +148,7 @@ def parse_time(value: Any) -> datetime:
         sign = 1 if match.group("sign") == "+" else -1
         off_h, off_m = int(match.group("oh")), int(match.group("om"))
         if off_h > 23 or off_m > 59:
-            raise InvalidEvent(f"time {value!r} has an impossible offset")
+            raise InvalidEvent(f"time {_show(value)} has an impossible offset")
         tz = timezone(sign * timedelta(hours=off_h, minutes=off_m))
     micro = int((fraction or "0")[:6].ljust(6, "0"))
     try:
@@ -124,32 +156,56 @@ def parse_time(value: Any) -> datetime:
             int(year), int(month), int(day), int(hour), int(minute), int(second), micro, tz
         )
     except ValueError as exc:
-        raise InvalidEvent(f"time {value!r} is not a valid date and time: {exc}") from None
-    return local.astimezone(UTC)
+        raise InvalidEvent(f"time {_show(value)} is not a valid date and time: {exc}") from None
+    try:
+        return local.astimezone(UTC)
+    except OverflowError:
+        raise InvalidEvent(
+            f"time {_show(value)} is outside the years 0001-9999 once in UTC"
+        ) from None
 
 
 def _check_value(path: str, value: Any, kind: tuple) -> None:
     name = kind[0]
     if name == "int":
-        # bool is an int in Python but not in JSON.
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise InvalidEvent(f"{path} must be an integer, got {value!r}")
-        if value < 0:
-            raise InvalidEvent(f"{path} must be >= 0, got {value}")
+        _check_int(path, value, minimum=0)
     elif name == "str":
         if not isinstance(value, str):
-            raise InvalidEvent(f"{path} must be a string, got {value!r}")
+            raise InvalidEvent(f"{path} must be a string, got {_show(value)}")
+    elif name == "bool":
+        if not isinstance(value, bool):
+            raise InvalidEvent(f"{path} must be true or false, got {_show(value)}")
     elif name == "str_or_int":
-        if isinstance(value, bool) or not isinstance(value, str | int):
-            raise InvalidEvent(f"{path} must be a string or an integer, got {value!r}")
+        if isinstance(value, str):
+            return
+        _check_int(path, value, minimum=0, what="a string or an integer")
     elif name == "enum":
-        if value not in kind[1]:
+        if not isinstance(value, str) or value not in kind[1]:
             allowed = ", ".join(kind[1])
-            raise InvalidEvent(f"{path} {value!r} is not one of: {allowed}")
+            raise InvalidEvent(f"{path} {_show(value)} is not one of: {allowed}")
     elif name == "obj":
         if not isinstance(value, dict):
-            raise InvalidEvent(f"{path} must be an object, got {value!r}")
+            raise InvalidEvent(f"{path} must be an object, got {_show(value)}")
         _check_fields(path, value, kind[1])
+    elif name == "sizes":
+        if not isinstance(value, dict) or not value:
+            raise InvalidEvent(f"{path} must be an object of names to sizes, got {_show(value)}")
+        for dimension, size in value.items():
+            if not dimension:
+                raise InvalidEvent(f"{path} has an empty dimension name")
+            _check_int(f"{path}[{_show(dimension)}]", size, minimum=1)
+
+
+def _check_int(path: str, value: Any, *, minimum: int, what: str = "an integer") -> None:
+    # bool is an int in Python but not in JSON.
+    if isinstance(value, OversizedInt) or (
+        isinstance(value, int) and not isinstance(value, bool) and value > MAX_INT
+    ):
+        raise InvalidEvent(f"{path} {_show(value)} is above the largest integer, 2^53-1")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidEvent(f"{path} must be {what}, got {_show(value)}")
+    if value < minimum:
+        raise InvalidEvent(f"{path} must be >= {minimum}, got {value}")
 
 
 def _check_fields(path: str, data: dict, fields: dict[str, tuple[tuple, bool]]) -> None:
@@ -162,36 +218,80 @@ def _check_fields(path: str, data: dict, fields: dict[str, tuple[tuple, bool]]) 
         _check_value(f"{path}.{field}", value, kind)
 
 
-def _required_string(event: dict, name: str) -> str:
+def _name(path: str, value: Any, max_chars: int) -> str:
+    """An id, subject or source: 1 to `max_chars` characters, no control characters."""
+    if not isinstance(value, str) or not value:
+        raise InvalidEvent(f"{path} must be a non-empty string, got {_show(value)}")
+    if len(value) > max_chars:
+        raise InvalidEvent(f"{path} is {len(value)} characters long; the limit is {max_chars}")
+    bad = NOT_IN_NAMES.search(value)
+    if bad:
+        raise InvalidEvent(f"{path} holds the character {_show(bad.group())}, which is not allowed")
+    return value
+
+
+def _required_name(event: dict, name: str, max_chars: int) -> str:
     if name not in event:
         raise InvalidEvent(f"attribute {name!r} is required")
-    value = event[name]
-    if not isinstance(value, str) or not value:
-        raise InvalidEvent(f"attribute {name!r} must be a non-empty string, got {value!r}")
-    return value
+    return _name(f"attribute {name!r}", event[name], max_chars)
+
+
+def _check_storable(event: dict) -> None:
+    """Every string, key and number anywhere in the event (extra data fields and extension
+    attributes too) can be stored as jsonb and read back as it was sent."""
+    stack: list[tuple[str, Any]] = [("event", event)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                _check_string(f"{path} key", key)
+                stack.append((f"{path}.{key}" if key.isidentifier() else f"{path}[{_show(key)}]",
+                              item))  # fmt: skip
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{i}]", item) for i, item in enumerate(value))
+        elif isinstance(value, str):
+            _check_string(path, value)
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                raise InvalidEvent(f"{path} is {_show(value)}: only finite numbers are allowed")
+        elif isinstance(value, OversizedInt) or (
+            isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT
+        ):
+            raise InvalidEvent(f"{path} {_show(value)} is beyond ±(2^53-1)")
+
+
+def _check_string(path: str, value: str) -> None:
+    bad = NOT_STORABLE.search(value)
+    if bad:
+        kind = "U+0000" if bad.group() == "\x00" else "an unpaired surrogate"
+        raise InvalidEvent(f"{path} holds {kind}, which cannot be stored")
 
 
 def parse_event(event: Any) -> ParsedEvent:
     if not isinstance(event, dict):
         raise InvalidEvent(f"an event must be a JSON object, got {type(event).__name__}")
+    # First, so that every message below may quote what the event holds.
+    _check_storable(event)
     specversion = event.get("specversion")
     if specversion != "1.0":
-        raise InvalidEvent(f'specversion must be "1.0", got {specversion!r}')
-    event_id = _required_string(event, "id")
-    source = _required_string(event, "source")
-    source_match = SOURCE_RE.match(source)
+        raise InvalidEvent(f'specversion must be "1.0", got {_show(specversion)}')
+    event_id = _required_name(event, "id", MAX_ID_CHARS)
+    source = _required_name(event, "source", MAX_SOURCE_CHARS)
+    source_match = SOURCE_RE.fullmatch(source)
     if not source_match:
-        raise InvalidEvent(f"source {source!r} is not /clusters/{{cluster}}/jobs/{{job}}")
-    event_type = _required_string(event, "type")
-    if event_type not in DATA_FIELDS:
-        raise InvalidEvent(f"unknown type {event_type!r}")
+        raise InvalidEvent(f"source {_show(source)} is not /clusters/{{cluster}}/jobs/{{job}}")
+    if "type" not in event:
+        raise InvalidEvent("attribute 'type' is required")
+    event_type = event["type"]
+    if not isinstance(event_type, str) or event_type not in DATA_FIELDS:
+        raise InvalidEvent(f"unknown type {_show(event_type)}")
     if "time" not in event:
         raise InvalidEvent("attribute 'time' is required")
     time = parse_time(event["time"])
 
     subject = event.get("subject")
-    if subject is not None and (not isinstance(subject, str) or not subject):
-        raise InvalidEvent(f"subject must be a non-empty string, got {subject!r}")
+    if subject is not None:
+        _name("subject", subject, MAX_ID_CHARS)
     if subject is None and event_type in SUBJECT_REQUIRED:
         raise InvalidEvent(f"subject (the incident id) is required on {event_type}")
 
@@ -200,8 +300,10 @@ def parse_event(event: Any) -> ParsedEvent:
             continue
         if name == "data_base64":
             raise InvalidEvent("data_base64 is not accepted: send data as a JSON object")
-        if not ATTRIBUTE_NAME_RE.match(name):
-            raise InvalidEvent(f"attribute name {name!r} is not a CloudEvents name (a-z, 0-9)")
+        if not ATTRIBUTE_NAME_RE.fullmatch(name):
+            raise InvalidEvent(
+                f"attribute name {_show(name)} is not a CloudEvents name (a-z, 0-9, at most 20)"
+            )
         if value is not None and (isinstance(value, dict | list)):
             raise InvalidEvent(f"extension attribute {name!r} must be a scalar")
     for name in ("datacontenttype", "dataschema"):
@@ -209,7 +311,7 @@ def parse_event(event: Any) -> ParsedEvent:
             raise InvalidEvent(f"attribute {name!r} must be a string")
     content_type = event.get("datacontenttype")
     if content_type is not None and not content_type.startswith("application/json"):
-        raise InvalidEvent(f"datacontenttype must be application/json, got {content_type!r}")
+        raise InvalidEvent(f"datacontenttype must be application/json, got {_show(content_type)}")
 
     if "data" not in event:
         raise InvalidEvent("attribute 'data' is required")

@@ -1,26 +1,23 @@
-"""Account-team admin: contracts, their years and credits, and the audit history.
+"""Account-team admin: contracts, their years and credits, incidents (with the outcome
+override) and jobs.
 
 Read-only pages with admin actions; every action is a `do_*` function of
-`yoco.guarantee.actions` (one transaction, its audit record inside it). Credits and audit
-records can never be deleted; audit records cannot be changed either."""
+`yoco.guarantee.actions` (one transaction, its audit record inside it). Credits can never be
+deleted."""
 
 from decimal import Decimal
 
 from django import forms
 from django.contrib import admin
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
+from yoco.accounts.history import audit_history
+from yoco.events.models import Event
 from yoco.guarantee import actions, rules
-from yoco.guarantee.models import AuditRecord, Contract, ContractYear, Credit
-from yoco.lib.admin import (
-    ReadOnlyAdmin,
-    ReadOnlyInline,
-    ReasonForm,
-    apply_each,
-    ask_then_apply,
-    audit_history,
-)
+from yoco.guarantee.models import Contract, ContractYear, Credit, Incident, Job
+from yoco.lib.admin import ReadOnlyAdmin, ReadOnlyInline, ReasonForm, each_action, form_action
+from yoco.lib.vocabulary import OVERRIDE_OUTCOMES
 
 
 def _link(obj, label=None):
@@ -114,34 +111,24 @@ class ContractYearAdmin(ReadOnlyAdmin):
     def history(self, year):
         return audit_history("ContractYear", year.pk)
 
-    @admin.action(description="Close (freeze the result, earn the credit of a miss)")
-    def close_year(self, request, queryset):
-        def apply(year):
-            if actions.do_close_year_now(year, actor=request.user):
-                return "closed"
-            return "was not open"
+    @each_action(description="Close (freeze the result, earn the credit of a miss)")
+    def close_year(self, request, year):
+        if actions.do_close_year_now(year, actor=request.user):
+            return "closed"
+        return "was not open"
 
-        apply_each(self, request, queryset, apply)
-
-    @admin.action(description="Reopen (reason required)")
-    def reopen_year(self, request, queryset):
-        def apply(year, data):
-            actions.do_reopen_year(year, reason=data["reason"], actor=request.user)
-            return "reopened"
-
-        return ask_then_apply(
-            self,
-            request,
-            queryset,
-            form_class=ReasonForm,
-            title="Reopen the year",
-            description=(
-                "The year's result is live again until it is closed once more. Its credit, if "
-                "earned or approved, is voided (closing again earns a fresh one if it still "
-                "misses); a year whose credit is exported cannot be reopened."
-            ),
-            apply=apply,
-        )
+    @form_action(
+        description="Reopen (reason required)",
+        title="Reopen the year",
+        explanation=(
+            "The year's result is live again until it is closed once more. Its credit, if "
+            "earned or approved, is voided (closing again earns a fresh one if it still "
+            "misses); a year whose credit is exported cannot be reopened."
+        ),
+    )
+    def reopen_year(self, request, year, data):
+        actions.do_reopen_year(year, reason=data["reason"], actor=request.user)
+        return "reopened"
 
 
 class BookOrderForm(ReasonForm):
@@ -211,78 +198,137 @@ class CreditAdmin(ReadOnlyAdmin):
     def history(self, credit):
         return audit_history("Credit", credit.pk)
 
-    @admin.action(description="Approve (four-eyes: not the person who set the amount)")
-    def approve(self, request, queryset):
-        def apply(credit, data):
-            actions.do_approve_credit(credit, reason=data["reason"], actor=request.user)
-            return "approved"
+    @form_action(
+        description="Approve (four-eyes: not the person who set the amount)",
+        form_class=OptionalReasonForm,
+        title="Approve credits",
+        explanation=(
+            "Four-eyes: you cannot approve a credit whose amount you set. A credit earned by "
+            "the system on the annual value may be approved by any account-team member."
+        ),
+    )
+    def approve(self, request, credit, data):
+        actions.do_approve_credit(credit, reason=data["reason"], actor=request.user)
+        return "approved"
 
-        return ask_then_apply(
-            self,
-            request,
-            queryset,
-            form_class=OptionalReasonForm,
-            title="Approve credits",
-            description=(
-                "Four-eyes: you cannot approve a credit whose amount you set. A credit earned by "
-                "the system on the annual value may be approved by any account-team member."
-            ),
-            apply=apply,
+    @form_action(
+        description="Void (reason required)",
+        title="Void credits",
+        explanation="An exported credit is never changed.",
+    )
+    def void(self, request, credit, data):
+        actions.do_void_credit(credit, reason=data["reason"], actor=request.user)
+        return "voided"
+
+    @form_action(
+        description="Book the renewal/expansion order value",
+        form_class=BookOrderForm,
+        title="Book the order value",
+        explanation=(
+            "The credit becomes credit rate × order value and goes back to earned; another "
+            "account-team member must approve it."
+        ),
+    )
+    def book_order(self, request, credit, data):
+        credit = actions.do_book_order(
+            credit, order_value=data["order_value"], reason=data["reason"], actor=request.user
         )
-
-    @admin.action(description="Void (reason required)")
-    def void(self, request, queryset):
-        def apply(credit, data):
-            actions.do_void_credit(credit, reason=data["reason"], actor=request.user)
-            return "voided"
-
-        return ask_then_apply(
-            self,
-            request,
-            queryset,
-            form_class=ReasonForm,
-            title="Void credits",
-            description="An exported credit is never changed.",
-            apply=apply,
-        )
-
-    @admin.action(description="Book the renewal/expansion order value")
-    def book_order(self, request, queryset):
-        def apply(credit, data):
-            credit = actions.do_book_order(
-                credit, order_value=data["order_value"], reason=data["reason"], actor=request.user
-            )
-            amount = rules.format_amount(Decimal(credit.amount), credit.currency)
-            return f"amount now {amount} {credit.currency}; someone else must approve it"
-
-        return ask_then_apply(
-            self,
-            request,
-            queryset,
-            form_class=BookOrderForm,
-            title="Book the order value",
-            description=(
-                "The credit becomes credit rate × order value and goes back to earned; another "
-                "account-team member must approve it."
-            ),
-            apply=apply,
-        )
+        amount = rules.format_amount(Decimal(credit.amount), credit.currency)
+        return f"amount now {amount} {credit.currency}; someone else must approve it"
 
 
-@admin.register(AuditRecord)
-class AuditRecordAdmin(ReadOnlyAdmin):
-    list_display = ["id", "at", "actor_label", "action", "object_type", "object_id", "reason"]
-    list_filter = ["action", "object_type"]
-    search_fields = ["object_id", "actor_label", "reason"]
+class OverrideForm(ReasonForm):
+    outcome = forms.ChoiceField(choices=[(o, o) for o in OVERRIDE_OUTCOMES])
+    field_order = ["outcome", "reason"]
+
+
+@admin.register(Incident)
+class IncidentAdmin(ReadOnlyAdmin):
+    list_display = [
+        "id",
+        "cluster",
+        "subject",
+        "contract",
+        "year_number",
+        "detected_at",
+        "trigger",
+        "category",
+        "computed_outcome",
+        "outcome",
+        "override_outcome",
+    ]
+    list_filter = ["outcome", "override_outcome", "trigger", "category", "cluster"]
+    search_fields = ["subject", "cluster__name", "source"]
+    list_select_related = ["cluster", "contract__customer"]
+    date_hierarchy = "detected_at"
+    show_full_result_count = False
+    actions = ["override_outcome", "clear_override"]
     fields = [
-        "at",
-        "actor_label",
-        "action",
-        "object_type",
-        "object_id",
-        "reason",
-        "before",
-        "after",
+        "cluster",
+        "subject",
+        "source",
+        "contract",
+        "year_number",
+        "detected_at",
+        "deadline_at",
+        "trigger",
+        "category",
+        "scope",
+        "computed_outcome",
+        "outcome",
+        "override_outcome",
+        "override_reason",
+        "override_by",
+        "override_at",
+        "downtime_ms",
+        "gpus",
+        "timeline",
+        "history",
     ]
     readonly_fields = fields
-    show_full_result_count = False
+
+    @admin.display(description="events")
+    def timeline(self, incident):
+        events = Event.objects.filter(cluster=incident.cluster, subject=incident.subject).order_by(
+            "time", "event_id"
+        )
+        return format_html_join(
+            "",
+            "<div><code>{}</code> {} <code>{}</code></div>",
+            ((f"{e.time:%Y-%m-%d %H:%M:%S.%f}", e.type, e.data) for e in events),
+        )
+
+    @admin.display(description="audit history")
+    def history(self, incident):
+        return audit_history("Incident", incident.pk)
+
+    @form_action(
+        description="Override the outcome (reason required)",
+        form_class=OverrideForm,
+        title="Override the outcome",
+        explanation=(
+            "The override, its reason and author are kept on the incident. An open year's "
+            "counts follow; a closed year is marked for review instead of changed."
+        ),
+    )
+    def override_outcome(self, request, incident, data):
+        actions.do_override_outcome(
+            incident, outcome=data["outcome"], reason=data["reason"], actor=request.user
+        )
+        return f"outcome overridden to {data['outcome']}"
+
+    @form_action(
+        description="Clear the override (back to the computed outcome)",
+        title="Clear the override",
+        explanation="The incident goes back to its computed outcome.",
+    )
+    def clear_override(self, request, incident, data):
+        actions.do_clear_override(incident, reason=data["reason"], actor=request.user)
+        return "override cleared"
+
+
+@admin.register(Job)
+class JobAdmin(ReadOnlyAdmin):
+    list_display = ["source", "cluster", "frameworks", "gpus", "started_at", "status"]
+    list_filter = ["cluster", "status"]
+    search_fields = ["source"]

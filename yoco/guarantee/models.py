@@ -1,18 +1,19 @@
-"""Contracts, their years, the credits a missed year earns, and the audit trail.
+"""Contracts, their years, the credits a missed year earns, and the jobs and incidents folded
+from the stored events.
 
 State changes go through `yoco.guarantee.actions` (one `do_*` function each, one transaction,
-its audit record written inside it); nothing else writes these models.
+its audit record written inside it); jobs and incidents are written by the fold alone.
 """
 
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Case, F, Q, Value, When
 
 from yoco.accounts.models import Cluster, Customer
-
-DEFAULT_FRAMEWORKS = ["torchtitan", "megatron-lm", "deepspeed", "pytorch"]
-DEFAULT_EXCLUDED_CATEGORIES = ["software_user", "sdc"]
+from yoco.guarantee import rules
+from yoco.lib.vocabulary import FAILED, OUTCOMES, PENDING
 
 
 class Contract(models.Model):
@@ -22,16 +23,23 @@ class Contract(models.Model):
     years = models.PositiveSmallIntegerField()
     annual_value = models.DecimalField(max_digits=20, decimal_places=6)
     currency = models.CharField(max_length=3)
-    target = models.DecimalField(max_digits=7, decimal_places=4, default=90)
-    credit_rate = models.DecimalField(max_digits=7, decimal_places=4, default=25)
-    deadline_minutes = models.PositiveIntegerField(default=15)
-    grace_days = models.PositiveIntegerField(default=7)
+    # Defaults: SPEC 4.1, written once in `rules`.
+    target = models.DecimalField(max_digits=7, decimal_places=4, default=rules.DEFAULT_TARGET)
+    credit_rate = models.DecimalField(
+        max_digits=7, decimal_places=4, default=rules.DEFAULT_CREDIT_RATE
+    )
+    deadline_minutes = models.PositiveIntegerField(default=rules.DEFAULT_DEADLINE_MINUTES)
+    grace_days = models.PositiveIntegerField(default=rules.DEFAULT_GRACE_DAYS)
     frameworks = models.JSONField(default=list)
     excluded_categories = models.JSONField(default=list)
     # "Progress protected" counterfactual (SPEC 4.6): the account team can change these.
-    checkpoint_interval_minutes = models.PositiveIntegerField(default=90)
-    restart_minutes = models.PositiveIntegerField(default=15)
-    gpu_hour_price = models.DecimalField(max_digits=12, decimal_places=4, default=2)
+    checkpoint_interval_minutes = models.PositiveIntegerField(
+        default=rules.DEFAULT_CHECKPOINT_INTERVAL_MINUTES
+    )
+    restart_minutes = models.PositiveIntegerField(default=rules.DEFAULT_RESTART_MINUTES)
+    gpu_hour_price = models.DecimalField(
+        max_digits=12, decimal_places=4, default=rules.DEFAULT_GPU_HOUR_PRICE
+    )
     created = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
@@ -106,24 +114,112 @@ class Credit(models.Model):
         return f"Credit {self.pk} ({self.state}, {self.amount} {self.currency})"
 
 
-class AuditRecord(models.Model):
-    """Append-only: who did what, when, why, with the state before and after."""
+class Job(models.Model):
+    """A training job, known by its source; folded from job.started / job.finished."""
 
-    at = models.DateTimeField(auto_now_add=True, db_index=True)
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
-    )
-    actor_label = models.CharField(max_length=150, help_text="user name, or the system process")
-    action = models.CharField(max_length=60)
-    object_type = models.CharField(max_length=60)
-    object_id = models.CharField(max_length=64)
-    reason = models.TextField(blank=True)
-    before = models.JSONField(null=True, blank=True)
-    after = models.JSONField(null=True, blank=True)
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="jobs")
+    source = models.CharField(max_length=300, unique=True)
+    frameworks = models.JSONField(default=list, help_text="every framework its job.started named")
+    # Sized for what validation admits: integers up to 2^53 - 1, a model name of any length.
+    world_size = models.PositiveBigIntegerField(null=True)
+    gpus = models.PositiveBigIntegerField(null=True)
+    model = models.TextField(blank=True)
+    mode = models.CharField(max_length=20, blank=True)
+    started_at = models.DateTimeField(null=True)
+    status = models.CharField(max_length=20, blank=True)
+    finished_at = models.DateTimeField(null=True)
 
     class Meta:
-        ordering = ["-id"]
-        indexes = [models.Index(fields=["object_type", "object_id"])]
+        db_table = "events_job"  # made in the events app; moved here with its table
 
     def __str__(self) -> str:
-        return f"{self.at:%Y-%m-%d %H:%M} {self.actor_label} {self.action} {self.object_type}"
+        return self.source
+
+
+class IncidentQuerySet(models.QuerySet):
+    """Reads see outcomes as they stand now (`rules.outcome_as_of`), whether or not the
+    periodic expiry has stored them yet: a pending incident past its deadline reads as failed."""
+
+    def as_of(self, now):
+        """Each incident annotated with `outcome_now` and `computed_outcome_now`: its stored
+        outcomes under `rules.outcome_as_of`, in SQL."""
+
+        def at_now(field: str) -> Case:
+            return Case(
+                When(**{field: PENDING, "deadline_at__lt": now}, then=Value(FAILED)),
+                default=F(field),
+                output_field=models.CharField(),
+            )
+
+        return self.annotate(
+            outcome_now=at_now("outcome"), computed_outcome_now=at_now("computed_outcome")
+        )
+
+    def with_outcome_as_of(self, outcome: str, now):
+        """Only the incidents whose outcome at `now` is `outcome` (indexable conditions)."""
+        if outcome == FAILED:
+            return self.filter(Q(outcome=FAILED) | Q(outcome=PENDING, deadline_at__lt=now))
+        if outcome == PENDING:
+            return self.filter(outcome=PENDING).exclude(deadline_at__lt=now)
+        return self.filter(outcome=outcome)
+
+
+class Incident(models.Model):
+    """All events of one cluster with one subject; its outcome is recomputed on every change."""
+
+    OUTCOMES = [(o, o) for o in OUTCOMES]
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="incidents")
+    subject = models.CharField(max_length=200)
+    source = models.CharField(max_length=300, blank=True, help_text="job of its first detection")
+    contract = models.ForeignKey(
+        Contract, null=True, blank=True, on_delete=models.PROTECT, related_name="incidents"
+    )
+    year_number = models.PositiveSmallIntegerField(null=True, blank=True)
+    detected_at = models.DateTimeField(null=True, blank=True)
+    deadline_at = models.DateTimeField(null=True, blank=True)
+    trigger = models.CharField(max_length=12, null=True, blank=True)
+    category = models.CharField(max_length=20, null=True, blank=True)
+    scope = models.CharField(max_length=14, null=True, blank=True)
+    computed_outcome = models.CharField(max_length=14, null=True, blank=True, choices=OUTCOMES)
+    outcome = models.CharField(
+        max_length=14, null=True, blank=True, choices=OUTCOMES, help_text="after any override"
+    )
+    downtime_ms = models.BigIntegerField(null=True, blank=True)
+    gpus = models.PositiveBigIntegerField(null=True, blank=True)
+    override_outcome = models.CharField(max_length=14, null=True, blank=True, choices=OUTCOMES)
+    override_reason = models.TextField(blank=True)
+    override_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    override_at = models.DateTimeField(null=True, blank=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    objects = IncidentQuerySet.as_manager()
+
+    class Meta:
+        db_table = "events_incident"  # made in the events app; moved here with its table
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "subject"], name="incident_per_subject")
+        ]
+        indexes = [
+            # Covers the year counts and every dashboard chart: answered from the index alone.
+            models.Index(
+                fields=[
+                    "contract",
+                    "year_number",
+                    "outcome",
+                    "detected_at",
+                    "category",
+                    "trigger",
+                    "gpus",
+                    "downtime_ms",
+                ],
+                name="incident_year_covering",
+            ),  # fmt: skip
+            models.Index(fields=["outcome", "deadline_at"]),
+            models.Index(fields=["cluster", "detected_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster}/{self.subject}"

@@ -21,94 +21,43 @@ from fractions import Fraction
 from functools import cache
 from typing import Any
 
+from yoco.lib import savings
+from yoco.lib.vocabulary import (
+    CHECKPOINT_RESTORED,
+    EXCLUDED,
+    FAILED,
+    FAILURE_DETECTED,
+    FRAMEWORKS,
+    JOB_RESUMED,
+    LIVE_RESOLVED,
+    MIGRATION_COMPLETED,
+    MIGRATION_FAILED,
+    PENDING,
+    PLANNED,
+    ROLLED_BACK,
+    SCOPE_NETWORK_WIDE,
+    SCOPE_NODE,
+    TRIGGER_PLANNED,
+)
+
 # Bump whenever a rule below changes what it decides; stored in credit evidence snapshots.
 RULES_VERSION = "1"
 
-# --- Events (SPEC 3) ---------------------------------------------------------------------
+# --- Contract defaults (SPEC 4.1): the one place they are written --------------------------
 
-EVENT_TYPE_PREFIX = "io.yoco."
-
-JOB_STARTED = "io.yoco.job.started"
-JOB_FINISHED = "io.yoco.job.finished"
-FAILURE_DETECTED = "io.yoco.failure.detected"
-MIGRATION_STARTED = "io.yoco.migration.started"
-MIGRATION_COMPLETED = "io.yoco.migration.completed"
-MIGRATION_FAILED = "io.yoco.migration.failed"
-CHECKPOINT_RESTORED = "io.yoco.checkpoint.restored"
-JOB_RESUMED = "io.yoco.job.resumed"
-
-EVENT_TYPES = (
-    JOB_STARTED,
-    JOB_FINISHED,
-    FAILURE_DETECTED,
-    MIGRATION_STARTED,
-    MIGRATION_COMPLETED,
-    MIGRATION_FAILED,
-    CHECKPOINT_RESTORED,
-    JOB_RESUMED,
-)
-
-# Types whose events must carry ``subject`` (the incident id).
-INCIDENT_EVENT_TYPES = (
-    FAILURE_DETECTED,
-    MIGRATION_STARTED,
-    MIGRATION_COMPLETED,
-    MIGRATION_FAILED,
-    CHECKPOINT_RESTORED,
-    JOB_RESUMED,
-)
-
-FRAMEWORKS = ("torchtitan", "megatron-lm", "deepspeed", "pytorch")
-MODES = ("model_aware", "transparent")
-STATE_SOURCES = ("self", "replica", "mirror")
-JOB_STATUSES = ("completed", "failed", "cancelled")
-
-TRIGGER_UNPLANNED = "unplanned"
-TRIGGER_PREEMPTIVE = "preemptive"
-TRIGGER_PLANNED = "planned"
-TRIGGERS = (TRIGGER_UNPLANNED, TRIGGER_PREEMPTIVE, TRIGGER_PLANNED)
-
-SCOPE_NODE = "node"
-SCOPE_NETWORK_WIDE = "network_wide"
-SCOPES = (SCOPE_NODE, SCOPE_NETWORK_WIDE)
-
-CATEGORIES = (
-    "gpu_xid",
-    "gpu_ecc",
-    "gpu_thermal",
-    "gpu_hang",
-    "nvlink",
-    "pcie",
-    "node_crash",
-    "host_memory",
-    "power",
-    "network_link",
-    "storage",
-    "software_infra",
-    "software_user",
-    "sdc",
-    "maintenance",
-    "unknown",
-)
-
-# Contract defaults (SPEC 4.1).
 DEFAULT_SUPPORTED_FRAMEWORKS = frozenset(FRAMEWORKS)
 DEFAULT_EXCLUDED_CATEGORIES = frozenset({"software_user", "sdc"})
-DEFAULT_DEADLINE = timedelta(minutes=15)
+DEFAULT_DEADLINE_MINUTES = 15
+DEFAULT_DEADLINE = timedelta(minutes=DEFAULT_DEADLINE_MINUTES)
+# The last representable instant: a deadline past it is clamped to it.
+LAST_INSTANT = datetime.max.replace(tzinfo=UTC)
 DEFAULT_TARGET = Decimal("90")
 DEFAULT_CREDIT_RATE = Decimal("25")
-
-# --- Outcomes (SPEC 4.3) -------------------------------------------------------------------
-
-LIVE_RESOLVED = "live_resolved"
-ROLLED_BACK = "rolled_back"
-FAILED = "failed"
-PENDING = "pending"
-EXCLUDED = "excluded"
-PLANNED = "planned"
-
-OUTCOMES = (LIVE_RESOLVED, ROLLED_BACK, FAILED, PENDING, EXCLUDED, PLANNED)
-ELIGIBLE = (LIVE_RESOLVED, ROLLED_BACK, FAILED)
+DEFAULT_GRACE_DAYS = 7
+# "Progress protected" (SPEC 4.6): the savings model's defaults.
+DEFAULT_CHECKPOINT_INTERVAL_MINUTES = int(savings.DEFAULT_CHECKPOINT_INTERVAL_HOURS * 60)
+DEFAULT_RESTART_MINUTES = int(savings.DEFAULT_RESTART_MINUTES)
+DEFAULT_GPU_HOUR_PRICE = Decimal("2")
 
 
 def _require_aware(value: datetime, what: str) -> None:
@@ -243,8 +192,11 @@ def detection(events: Iterable[EventFact]) -> Detection | None:
 
 
 def resolution_deadline(detected_at: datetime, terms: Terms) -> datetime:
-    """The last instant at which a resume still counts as live (inclusive)."""
+    """The last instant at which a resume still counts as live (inclusive); at most the last
+    representable instant (a detection in the year 9999 has no later one)."""
     _require_aware(detected_at, "detection time")
+    if detected_at > LAST_INSTANT - terms.deadline:
+        return LAST_INSTANT
     return detected_at + terms.deadline
 
 
@@ -255,6 +207,100 @@ def _steps_lost(event: EventFact) -> int:
     return value
 
 
+# Why an outcome was decided: one reason per clause of SPEC 4.3's table, first that applies.
+NO_DETECTION = "no_detection"  # no failure.detected yet: no outcome
+PLANNED_TRIGGER = "planned_trigger"
+NETWORK_WIDE = "network_wide"
+EXCLUDED_CATEGORY = "excluded_category"
+UNSUPPORTED_FRAMEWORK = "unsupported_framework"
+CHECKPOINT_RESTORE = "checkpoint_restore"
+LOSSY_MIGRATION = "lossy_migration"
+LIVE_RESUME = "live_resume"
+LATE_RESUME = "late_resume"
+RESUME_WITHOUT_MIGRATION = "resume_without_migration"
+MIGRATION_FAILURE = "migration_failure"
+NO_RECOVERY = "no_recovery"
+WITHIN_DEADLINE = "within_deadline"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """An incident's outcome with the clause that decided it and the events that clause cites.
+
+    ``cited`` holds, per reason: the restore or the lossy completion (rolled back); the clean
+    completion and the resume (live, late resume); the last failed migration; nothing else.
+    ``unsupported`` names the job's frameworks the contract does not support."""
+
+    outcome: str | None
+    reason: str
+    detection: Detection | None = None
+    deadline: datetime | None = None
+    cited: tuple[EventFact, ...] = ()
+    unsupported: tuple[str, ...] = ()
+
+
+def decide(
+    events: Iterable[EventFact],
+    *,
+    job_frameworks: Iterable[str],
+    terms: Terms,
+    now: datetime,
+) -> Decision:
+    """The incident's outcome by SPEC 4.3 (first rule that applies), with its reason.
+
+    ``events`` are the incident's events; ``job_frameworks`` the frameworks reported by the
+    ``job.started`` events of its job (none reported counts as supported). The outcome is None
+    when there is no ``failure.detected`` yet. The result depends only on the set of events, not
+    on their order or repetition. Manual exclusions and overrides are the caller's business.
+    """
+    _require_aware(now, "now")
+    events = list(events)
+    found = detection(events)
+    if found is None:
+        return Decision(None, NO_DETECTION)
+    deadline = resolution_deadline(found.time, terms)
+
+    def decided(outcome_: str, reason: str, *cited: EventFact, **extra) -> Decision:
+        return Decision(outcome_, reason, found, deadline, cited, **extra)
+
+    if found.trigger == TRIGGER_PLANNED:
+        return decided(PLANNED, PLANNED_TRIGGER)
+    if found.scope == SCOPE_NETWORK_WIDE:
+        return decided(EXCLUDED, NETWORK_WIDE)
+    if found.category in terms.excluded_categories:
+        return decided(EXCLUDED, EXCLUDED_CATEGORY)
+    unsupported = sorted(
+        {fw for fw in job_frameworks if fw and fw not in terms.supported_frameworks}
+    )
+    if unsupported:
+        return decided(EXCLUDED, UNSUPPORTED_FRAMEWORK, unsupported=tuple(unsupported))
+
+    completed = sorted((e for e in events if e.type == MIGRATION_COMPLETED), key=_event_key)
+    restores = sorted((e for e in events if e.type == CHECKPOINT_RESTORED), key=_event_key)
+    lossy = [e for e in completed if _steps_lost(e) > 0]
+    if restores:
+        return decided(ROLLED_BACK, CHECKPOINT_RESTORE, restores[0])
+    if lossy:
+        return decided(ROLLED_BACK, LOSSY_MIGRATION, lossy[0])
+
+    clean = [e for e in completed if _steps_lost(e) == 0]
+    resumes = sorted((e for e in events if e.type == JOB_RESUMED), key=_event_key)
+    in_time = [e for e in resumes if e.time <= deadline]
+    if clean and in_time:
+        return decided(LIVE_RESOLVED, LIVE_RESUME, clean[0], in_time[0])
+
+    if now <= deadline:
+        return decided(PENDING, WITHIN_DEADLINE)
+    if clean and resumes:
+        return decided(FAILED, LATE_RESUME, clean[0], resumes[0])
+    if resumes:
+        return decided(FAILED, RESUME_WITHOUT_MIGRATION, resumes[0])
+    failures = sorted((e for e in events if e.type == MIGRATION_FAILED), key=_event_key)
+    if failures:
+        return decided(FAILED, MIGRATION_FAILURE, failures[-1])
+    return decided(FAILED, NO_RECOVERY)
+
+
 def outcome(
     events: Iterable[EventFact],
     *,
@@ -262,44 +308,30 @@ def outcome(
     terms: Terms,
     now: datetime,
 ) -> str | None:
-    """The incident's outcome by SPEC 4.3 (first rule that applies).
+    """The outcome alone of :func:`decide`."""
+    return decide(events, job_frameworks=job_frameworks, terms=terms, now=now).outcome
 
-    ``events`` are the incident's events; ``job_frameworks`` the frameworks reported by the
-    ``job.started`` events of its job (none reported counts as supported). Returns None when
-    there is no ``failure.detected`` yet. The result depends only on the set of events, not on
-    their order or repetition. Manual exclusions and overrides are the caller's business.
-    """
+
+def outcome_as_of(stored: str | None, deadline_at: datetime | None, now: datetime) -> str | None:
+    """A stored outcome as it stands at ``now``: pending past its deadline is failed.
+
+    Stored outcomes are decided when events arrive; time alone turns a pending incident into a
+    failed one (SPEC 4.3) and the periodic expiry stores that later. Every read applies this
+    rule, so what it shows never depends on whether the expiry has run yet."""
     _require_aware(now, "now")
-    events = list(events)
-    found = detection(events)
-    if found is None:
-        return None
-
-    if found.trigger == TRIGGER_PLANNED:
-        return PLANNED
-
-    if (
-        found.scope == SCOPE_NETWORK_WIDE
-        or found.category in terms.excluded_categories
-        or any(fw and fw not in terms.supported_frameworks for fw in job_frameworks)
-    ):
-        return EXCLUDED
-
-    completed = [e for e in events if e.type == MIGRATION_COMPLETED]
-    if any(e.type == CHECKPOINT_RESTORED for e in events) or any(
-        _steps_lost(e) > 0 for e in completed
-    ):
-        return ROLLED_BACK
-
-    deadline = resolution_deadline(found.time, terms)
-    if any(_steps_lost(e) == 0 for e in completed) and any(
-        e.type == JOB_RESUMED and e.time <= deadline for e in events
-    ):
-        return LIVE_RESOLVED
-
-    if now > deadline:
+    if stored == PENDING and deadline_at is not None and now > deadline_at:
         return FAILED
-    return PENDING
+    return stored
+
+
+def counts_as_of(counts: Mapping[str, int], expired_pending: int) -> dict[str, int]:
+    """A year's stored outcome counts with ``expired_pending`` pending incidents, whose deadline
+    has passed since the counts were stored, counted as failed (:func:`outcome_as_of`)."""
+    moved = min(expired_pending, counts.get(PENDING, 0))
+    result = dict(counts)
+    result[PENDING] = counts.get(PENDING, 0) - moved
+    result[FAILED] = counts.get(FAILED, 0) + moved
+    return result
 
 
 # --- Compliance (SPEC 4.4) -----------------------------------------------------------------

@@ -5,13 +5,13 @@ its audit record). So the model admins here are read-only views with admin actio
 that needs a reason or a value asks for it on an intermediate form first.
 """
 
+from functools import wraps
+
 from django import forms
 from django.contrib import admin, messages
 from django.template.response import TemplateResponse
-from django.urls import reverse
-from django.utils.html import format_html, format_html_join
 
-from yoco.guarantee.actions import ActionError
+from yoco.lib.errors import ActionError
 
 
 class ReasonForm(forms.Form):
@@ -21,39 +21,60 @@ class ReasonForm(forms.Form):
     )
 
 
-def ask_then_apply(modeladmin, request, queryset, *, form_class, title, description, apply):
-    """Show `form_class` for the selected objects; on submit call `apply(obj, cleaned_data)`.
-
-    `apply` returns a message to show (or None); an ActionError is shown as an error and the
+def each_action(*, description: str):
+    """An admin action calling the decorated `apply(modeladmin, request, obj)` for each selected
+    object: it returns a message to show (or None); an ActionError is shown as an error and the
     other objects still go through."""
-    form = form_class(request.POST if "apply" in request.POST else None)
-    if "apply" in request.POST and form.is_valid():
-        for obj in queryset:
-            try:
-                message = apply(obj, form.cleaned_data)
-            except ActionError as exc:
-                modeladmin.message_user(request, f"{obj}: {exc}", messages.ERROR)
-            else:
-                if message:
-                    modeladmin.message_user(request, f"{obj}: {message}", messages.SUCCESS)
-        return None  # back to the change list
-    return TemplateResponse(
-        request,
-        "admin/yoco/action_form.html",
-        {
-            **modeladmin.admin_site.each_context(request),
-            "title": title,
-            "description": description,
-            "form": form,
-            "queryset": queryset,
-            "action": request.POST.get("action"),
-            "opts": modeladmin.model._meta,
-        },
-    )
+
+    def decorate(apply):
+        @admin.action(description=description)
+        @wraps(apply)
+        def action(modeladmin, request, queryset):
+            _apply_each(modeladmin, request, queryset, lambda obj: apply(modeladmin, request, obj))
+
+        return action
+
+    return decorate
 
 
-def apply_each(modeladmin, request, queryset, apply):
-    """Call `apply(obj)` for each selected object, reporting each result or refusal."""
+def form_action(*, description: str, title: str, explanation: str, form_class=ReasonForm):
+    """An admin action that first asks for `form_class` (a reason, a value) on an intermediate
+    page, then calls the decorated `apply(modeladmin, request, obj, cleaned_data)` for each
+    selected object, as `each_action` does."""
+
+    def decorate(apply):
+        @admin.action(description=description)
+        @wraps(apply)
+        def action(modeladmin, request, queryset):
+            form = form_class(request.POST if "apply" in request.POST else None)
+            if "apply" in request.POST and form.is_valid():
+                _apply_each(
+                    modeladmin,
+                    request,
+                    queryset,
+                    lambda obj: apply(modeladmin, request, obj, form.cleaned_data),
+                )
+                return None  # back to the change list
+            return TemplateResponse(
+                request,
+                "admin/yoco/action_form.html",
+                {
+                    **modeladmin.admin_site.each_context(request),
+                    "title": title,
+                    "description": explanation,
+                    "form": form,
+                    "queryset": queryset,
+                    "action": request.POST.get("action"),
+                    "opts": modeladmin.model._meta,
+                },
+            )
+
+        return action
+
+    return decorate
+
+
+def _apply_each(modeladmin, request, queryset, apply):
     for obj in queryset:
         try:
             message = apply(obj)
@@ -105,38 +126,3 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         actions = super().get_actions(request)
         actions.pop("delete_selected", None)
         return actions
-
-
-def audit_history(object_type: str, object_id) -> str:
-    """The object's audit records as an HTML table, newest first, with a link to all of them."""
-    from yoco.guarantee.models import AuditRecord
-
-    records = AuditRecord.objects.filter(object_type=object_type, object_id=str(object_id))[:50]
-    link = (
-        reverse("admin:guarantee_auditrecord_changelist")
-        + f"?object_type={object_type}&object_id={object_id}"
-    )
-    if not records:
-        return format_html('<a href="{}">no audit records</a>', link)
-    rows = format_html_join(
-        "",
-        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td>"
-        "<td><code>{}</code></td></tr>",
-        (
-            (
-                f"{r.at:%Y-%m-%d %H:%M:%S}",
-                r.actor_label,
-                r.action,
-                r.reason,
-                r.before,
-                r.after,
-            )
-            for r in records
-        ),
-    )
-    return format_html(
-        "<table><thead><tr><th>when</th><th>who</th><th>what</th><th>why</th><th>before</th>"
-        '<th>after</th></tr></thead><tbody>{}</tbody></table><a href="{}">all records</a>',
-        rows,
-        link,
-    )

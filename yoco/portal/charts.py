@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import plotly.io as pio
 
-from yoco.guarantee import rules
+from yoco.lib.vocabulary import OUTCOMES
 from yoco.portal.stats import DOWNTIME_LABELS, YearStats
 
 COLORS = {
@@ -69,7 +69,7 @@ def outcomes_per_month(stats: YearStats) -> str:
             "marker": {"color": COLORS[o]},
             "hovertemplate": "%{x}: %{y:,} " + LABELS[o].lower() + "<extra></extra>",
         }
-        for o in rules.OUTCOMES
+        for o in OUTCOMES
         if any(stats.outcomes_by_month[o])
     ]
     return to_json({"data": data, "layout": _layout(barmode="stack", bargap=0.25)})
@@ -85,7 +85,7 @@ def recovery_time(stats: YearStats, deadline_minutes: int) -> str:
             "marker": {"color": COLORS[o]},
             "hovertemplate": "%{x}: %{y:,} incidents<extra>" + LABELS[o] + "</extra>",
         }
-        for o in rules.OUTCOMES
+        for o in OUTCOMES
         if any(stats.downtime[o])
     ]
     layout = _layout(barmode="stack", bargap=0.08)

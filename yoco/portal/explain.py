@@ -1,18 +1,33 @@
-"""Why an incident got its outcome, in plain language, following SPEC 4.3's rule table."""
+"""Why an incident has its outcome, in plain language.
+
+The outcome and its reason come from one evaluation of the rules (`rules.decide`, as of now);
+this module only words the reason it returns, never re-reads SPEC 4.3 itself.
+"""
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from yoco.events.models import Incident, Job
 from yoco.guarantee import rules
+from yoco.guarantee.fold import fact_of
+from yoco.guarantee.models import Incident, Job
+from yoco.guarantee.years import terms_of
+from yoco.lib.vocabulary import (
+    ELIGIBLE,
+    EXCLUDED,
+    FAILED,
+    LIVE_RESOLVED,
+    PENDING,
+    PLANNED,
+    ROLLED_BACK,
+)
 
 RULE_TITLES = {
-    rules.PLANNED: "Planned maintenance",
-    rules.EXCLUDED: "Excluded from the guarantee",
-    rules.ROLLED_BACK: "Rolled back to a checkpoint",
-    rules.LIVE_RESOLVED: "Resolved live",
-    rules.FAILED: "Not recovered within the deadline",
-    rules.PENDING: "Recovery in progress",
+    PLANNED: "Planned maintenance",
+    EXCLUDED: "Excluded from the guarantee",
+    ROLLED_BACK: "Rolled back to a checkpoint",
+    LIVE_RESOLVED: "Resolved live",
+    FAILED: "Not recovered within the deadline",
+    PENDING: "Recovery in progress",
 }
 
 
@@ -20,6 +35,7 @@ RULE_TITLES = {
 class Explanation:
     rule: str
     title: str
+    outcome: str | None = None  # as of now, after any override
     reasons: list[str] = field(default_factory=list)
     counting: str = ""
     override: dict | None = None
@@ -42,15 +58,92 @@ def _when(instant: datetime) -> str:
     return instant.strftime("%d %b %Y, %H:%M:%S UTC")
 
 
+def _words(name: str) -> str:
+    return name.replace("_", " ")
+
+
+def _reason(decision: rules.Decision, terms: rules.Terms, now: datetime) -> str:
+    """The sentence for the clause of SPEC 4.3 that decided (`decision.reason`)."""
+    found, deadline, cited = decision.detection, decision.deadline, decision.cited
+    minutes = int(terms.deadline.total_seconds() // 60)
+    match decision.reason:
+        case rules.PLANNED_TRIGGER:
+            return (
+                "Its trigger is planned: maintenance is not a failure. Planned incidents are "
+                "counted and shown apart and never affect compliance."
+            )
+        case rules.NETWORK_WIDE:
+            return (
+                "Its scope is network-wide: a failure of the whole fabric cannot be solved by "
+                "moving one job, so the guarantee excludes it."
+            )
+        case rules.EXCLUDED_CATEGORY:
+            return (
+                f"Its category, {_words(found.category)}, is excluded by the contract "
+                f"(excluded categories: {', '.join(sorted(terms.excluded_categories))})."
+            )
+        case rules.UNSUPPORTED_FRAMEWORK:
+            return (
+                f"Its job reported framework {', '.join(decision.unsupported)}, which the "
+                f"contract does not support (supported: "
+                f"{', '.join(sorted(terms.supported_frameworks))})."
+            )
+        case rules.CHECKPOINT_RESTORE:
+            restore = cited[0]
+            return (
+                f"The job was restored from a checkpoint at {_when(restore.time)}, losing "
+                f"{restore.data.get('steps_lost', 0):,} steps of training: a rollback, not a "
+                "live recovery."
+            )
+        case rules.LOSSY_MIGRATION:
+            lossy = cited[0]
+            return (
+                f"The migration completed at {_when(lossy.time)} but lost "
+                f"{lossy.data['steps_lost']:,} steps: a rollback, not a live recovery."
+            )
+        case rules.LIVE_RESUME:
+            clean, resume = cited
+            return (
+                f"The migration completed at {_when(clean.time)} without losing a step, and the "
+                f"job resumed {duration(resume.time - found.time)} after detection, within the "
+                f"{minutes}-minute deadline."
+            )
+        case rules.LATE_RESUME:
+            resume = cited[1]
+            return (
+                f"The job resumed {duration(resume.time - found.time)} after detection, after "
+                f"the {minutes}-minute deadline."
+            )
+        case rules.RESUME_WITHOUT_MIGRATION:
+            return (
+                "The job resumed, but no migration completed without loss before it: the "
+                "resume was not a live recovery."
+            )
+        case rules.MIGRATION_FAILURE:
+            failure = cited[0]
+            return (
+                f"The migration failed at {_when(failure.time)} "
+                f"(“{failure.data.get('reason', '')}”) and nothing recovered the job before "
+                "the deadline."
+            )
+        case rules.NO_RECOVERY:
+            return "No recovery was reported before the deadline."
+        case rules.WITHIN_DEADLINE:
+            return (
+                f"It is still within its deadline (another {duration(deadline - now)}); the "
+                "outcome is decided when the job resumes or the deadline passes."
+            )
+    raise ValueError(f"no wording for the reason {decision.reason!r}")
+
+
 def explain(incident: Incident, events: list, job: Job | None, now: datetime) -> Explanation:
-    """`events` are the incident's stored Event rows, oldest first."""
-    facts = [e.as_fact() for e in events]
-    found = rules.detection(facts)
-    computed = incident.computed_outcome
-    if found is None or incident.detected_at is None:
+    """`events` are the incident's stored Event rows, oldest first; `now` the time of the read."""
+    facts = [fact_of(e) for e in events]
+    if incident.detected_at is None or rules.detection(facts) is None:
         return Explanation(
             rule="none",
             title="Waiting for a failure report",
+            outcome=rules.outcome_as_of(incident.outcome, incident.deadline_at, now),
             reasons=[
                 "No failure.detected event has arrived for this incident yet. Its recovery "
                 "events are kept and listed, and it counts toward no contract year until one "
@@ -63,97 +156,29 @@ def explain(incident: Incident, events: list, job: Job | None, now: datetime) ->
             rule="none",
             title="Outside every contract year",
             reasons=[
-                f"It was detected on {_when(found.time)}, outside every contract year of "
-                "this cluster, so it counts in none."
+                f"It was detected on {_when(incident.detected_at)}, outside every contract year "
+                "of this cluster, so it counts in none."
             ],
         )
 
-    deadline = found.time + contract.deadline
+    terms = terms_of(contract)
+    decision = rules.decide(
+        facts,
+        job_frameworks=job.frameworks if job else (),
+        terms=terms,
+        now=now,
+    )
+    found = decision.detection
     reasons = [
         f"Detected on {_when(found.time)}: trigger {found.trigger}, category "
-        f"{found.category.replace('_', ' ')}, scope {found.scope.replace('_', ' ')}. The "
-        f"recovery deadline was {contract.deadline_minutes} minutes later, {_when(deadline)}."
+        f"{_words(found.category)}, scope {_words(found.scope)}. The recovery deadline was "
+        f"{contract.deadline_minutes} minutes later, {_when(decision.deadline)}.",
+        _reason(decision, terms, now),
     ]
-    completed = [f for f in facts if f.type == rules.MIGRATION_COMPLETED]
-    restored = [f for f in facts if f.type == rules.CHECKPOINT_RESTORED]
-    resumes = [f for f in facts if f.type == rules.JOB_RESUMED]
-    failures = [f for f in facts if f.type == rules.MIGRATION_FAILED]
-
-    if computed == rules.PLANNED:
-        reasons.append(
-            "Its trigger is planned: maintenance is not a failure. Planned incidents are "
-            "counted and shown apart and never affect compliance."
-        )
-    elif computed == rules.EXCLUDED:
-        frameworks = job.frameworks if job else []
-        unsupported = [fw for fw in frameworks if fw and fw not in contract.frameworks]
-        if found.scope == rules.SCOPE_NETWORK_WIDE:
-            reasons.append(
-                "Its scope is network-wide: a failure of the whole fabric cannot be solved by "
-                "moving one job, so the guarantee excludes it."
-            )
-        elif found.category in contract.excluded_categories:
-            reasons.append(
-                f"Its category, {found.category.replace('_', ' ')}, is excluded by the "
-                f"contract (excluded categories: {', '.join(contract.excluded_categories)})."
-            )
-        elif unsupported:
-            reasons.append(
-                f"Its job reported framework {', '.join(unsupported)}, which the contract does "
-                f"not support (supported: {', '.join(contract.frameworks)})."
-            )
-        else:
-            reasons.append("It was excluded by the account team.")
-    elif computed == rules.ROLLED_BACK:
-        if restored:
-            first = restored[0]
-            reasons.append(
-                f"The job was restored from a checkpoint at {_when(first.time)}, losing "
-                f"{first.data.get('steps_lost', 0):,} steps of training: a rollback, not a "
-                "live recovery."
-            )
-        else:
-            lossy = next(f for f in completed if f.data.get("steps_lost", 0) > 0)
-            reasons.append(
-                f"The migration completed at {_when(lossy.time)} but lost "
-                f"{lossy.data['steps_lost']:,} steps: a rollback, not a live recovery."
-            )
-    elif computed == rules.LIVE_RESOLVED:
-        clean = next(f for f in completed if f.data.get("steps_lost") == 0)
-        resume = min((f for f in resumes if f.time <= deadline), key=lambda f: f.time)
-        reasons.append(
-            f"The migration completed at {_when(clean.time)} without losing a step, and the "
-            f"job resumed {duration(resume.time - found.time)} after detection, within the "
-            f"{contract.deadline_minutes}-minute deadline."
-        )
-    elif computed == rules.FAILED:
-        if resumes and any(f.data.get("steps_lost") == 0 for f in completed):
-            late = min(resumes, key=lambda f: f.time)
-            reasons.append(
-                f"The job resumed {duration(late.time - found.time)} after detection, after "
-                f"the {contract.deadline_minutes}-minute deadline."
-            )
-        elif resumes:
-            reasons.append(
-                "The job resumed, but no migration completed without loss before it: the "
-                "resume was not a live recovery."
-            )
-        elif failures:
-            last = failures[-1]
-            reasons.append(
-                f"The migration failed at {_when(last.time)} (“{last.data.get('reason', '')}”) "
-                "and nothing recovered the job before the deadline."
-            )
-        else:
-            reasons.append("No recovery was reported before the deadline.")
-    elif computed == rules.PENDING:
-        reasons.append(
-            f"It is still within its deadline (another {duration(deadline - now)}); the outcome "
-            "is decided when the job resumes or the deadline passes."
-        )
-
+    computed = decision.outcome
+    outcome = incident.override_outcome or computed
     explanation = Explanation(
-        rule=computed or "none", title=RULE_TITLES.get(computed, "Not decided"), reasons=reasons
+        rule=computed, title=RULE_TITLES[computed], outcome=outcome, reasons=reasons
     )
     if incident.override_outcome:
         explanation.override = {
@@ -166,13 +191,12 @@ def explain(incident: Incident, events: list, job: Job | None, now: datetime) ->
         explanation.rule = incident.override_outcome
         title = RULE_TITLES.get(incident.override_outcome, incident.override_outcome)
         explanation.title = f"{title} (by the account team)"
-    outcome = incident.outcome
-    if outcome in rules.ELIGIBLE:
+    if outcome in ELIGIBLE:
         explanation.counting = (
-            f"It counts as {outcome.replace('_', ' ')} in year {incident.year_number} of "
+            f"It counts as {_words(outcome)} in year {incident.year_number} of "
             f"contract {contract.pk}: eligible, so it enters compliance."
         )
-    elif outcome:
+    else:
         explanation.counting = (
             f"It is counted as {outcome} in year {incident.year_number} of contract "
             f"{contract.pk}, outside compliance."

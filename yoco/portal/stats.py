@@ -13,18 +13,19 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db.models import Case, Count, F, IntegerField, Max, Sum, Value, When
+from django.db.models import Case, Count, DecimalField, IntegerField, Max, Sum, Value, When
+from django.db.models.functions import Cast
 
-from yoco.events.models import Incident
+from yoco.events.models import Event
 from yoco.guarantee import rules
-from yoco.guarantee.models import Contract, ContractYear
+from yoco.guarantee.models import Contract, ContractYear, Incident
+from yoco.guarantee.status import year_status
 from yoco.guarantee.years import year_result
 from yoco.lib import savings
-
-MET, AT_RISK, MISSED = "met", "at_risk", "missed"
-AT_RISK_BUDGET = 2  # an open year this close to its limit is "at risk"
+from yoco.lib.vocabulary import LIVE_RESOLVED, OUTCOMES
 
 # Recovery-time buckets (upper edges in seconds; the last is open).
+EXACT = DecimalField(max_digits=40, decimal_places=0)
 DOWNTIME_EDGES = (30, 60, 120, 180, 300, 600, 900, 1800, 3600)
 DOWNTIME_LABELS = (
     "< 30 s", "30–60 s", "1–2 min", "2–3 min", "3–5 min", "5–10 min", "10–15 min",
@@ -68,63 +69,31 @@ class Glance:
         return 0.0 if value is None else float(value * 100)
 
 
-def glance(year: ContractYear, now: datetime) -> Glance:
+def glance(year: ContractYear, now: datetime, result: dict | None = None) -> Glance:
+    """`result`: the year's `year_result` as of `now`, when the caller has it already."""
     contract = year.contract
-    result = year_result(year)
+    result = result or year_result(year, now)
     live, eligible = result["counts"]["live_resolved"], result["eligible"]
-    budget = rules.remaining_budget(live, eligible, contract.target)
-    interval = rules.clopper_pearson(live, eligible)
-    days_left = max(0, (year.end - now).days) if now < year.end else 0
-    if year.state == ContractYear.CLOSED or now >= year.end:
-        final = year.state == ContractYear.CLOSED
-        if result["meets"]:
-            status, label = MET, "Met" if final else "Met (closing)"
-        else:
-            status, label = MISSED, "Missed" if final else "Missed (closing)"
-        detail = (
-            f"Closed on {year.closed_at:%d %b %Y}; the result is final."
-            if final and year.closed_at
-            else "The year has ended; it closes after the grace period for late events."
-        )
-    elif eligible == 0:
-        status, label, detail = MET, "On track", "No eligible failure yet this year."
-    elif not result["meets"]:
-        needed = _live_needed(live, eligible, contract.target)
-        status, label = AT_RISK, "At risk"
-        detail = (
-            f"Below target: {needed:,} more consecutive live recoveries bring it back."
-            if needed is not None
-            else "Below target."
-        )
-    elif budget is not None and budget <= AT_RISK_BUDGET:
-        status, label = AT_RISK, "At risk"
-        detail = f"Only {budget} more non-live failure{'s' if budget != 1 else ''} before a miss."
-    else:
-        status, label = MET, "On track"
-        detail = f"{budget:,} more non-live failures can be absorbed this year."
+    shown = year_status(
+        live=live,
+        eligible=eligible,
+        target=contract.target,
+        closed=year.state == ContractYear.CLOSED,
+        ended=now >= year.end,
+        closed_at=year.closed_at,
+    )
     return Glance(
         contract=contract,
         year=year,
         result=result,
-        status=status,
-        status_label=label,
-        status_detail=detail,
-        days_left=days_left,
-        remaining_budget=budget,
-        interval=interval,
+        status=shown.status,
+        status_label=shown.label,
+        status_detail=shown.detail,
+        days_left=max(0, (year.end - now).days) if now < year.end else 0,
+        remaining_budget=rules.remaining_budget(live, eligible, contract.target),
+        interval=rules.clopper_pearson(live, eligible),
         target_ratio=contract.target / 100,
     )
-
-
-def _live_needed(live: int, eligible: int, target: Decimal) -> int | None:
-    """Further live recoveries (each adds one eligible) needed before the year meets again."""
-    if target >= 100:
-        return None
-    # 100 (live + k) >= target (eligible + k)  <=>  k >= (target·eligible − 100·live)/(100−target)
-    gap = target * eligible - 100 * live
-    k = gap / (100 - target)
-    whole = int(k)
-    return whole if whole == k else whole + 1
 
 
 def month_starts(start: datetime, end: datetime) -> list[datetime]:
@@ -151,19 +120,20 @@ class YearStats:
     total: int
 
 
-def cached_year_stats(contract: Contract, year: ContractYear, now: datetime) -> YearStats:
+def cached_year_stats(
+    contract: Contract, year: ContractYear, now: datetime, counts: dict[str, int]
+) -> YearStats:
     """`year_stats`, kept in Django's cache for YOCO_PORTAL_CACHE_SECONDS (default 60; 0 = off).
 
     The key holds everything the figures depend on that is cheap to read: the contract's terms,
-    the year's stored counts (refreshed by every fold, expiry and override), the newest event
+    the year's `counts` as of now (refreshed by every fold, expiry and override, and moved by
+    deadlines passing), the newest event
     and incident ids (O(1) reads of the primary keys) and the month. What it cannot see (a fold
     still running after its events were stored) shows within the timeout.
     """
     seconds = getattr(settings, "YOCO_PORTAL_CACHE_SECONDS", 60)
     if seconds <= 0:
         return year_stats(contract, year, now)
-    from yoco.events.models import Event
-
     versions = [
         Event.objects.aggregate(m=Max("pk"))["m"],
         Incident.objects.aggregate(m=Max("pk"))["m"],
@@ -172,7 +142,7 @@ def cached_year_stats(contract: Contract, year: ContractYear, now: datetime) -> 
         contract.checkpoint_interval_minutes, contract.restart_minutes,
         str(contract.gpu_hour_price), contract.currency, contract.deadline_minutes,
     ]  # fmt: skip
-    state = [contract.pk, year.pk, year.number, year.state, year.counts, terms, versions]
+    state = [contract.pk, year.pk, year.number, year.state, counts, terms, versions]
     digest = hashlib.sha256(json.dumps([state, f"{now:%Y-%m}"], default=str).encode())
     key = f"yoco:portal:year-stats:{digest.hexdigest()}"
     stats = cache.get(key)
@@ -185,7 +155,7 @@ def cached_year_stats(contract: Contract, year: ContractYear, now: datetime) -> 
 def year_stats(contract: Contract, year: ContractYear, now: datetime) -> YearStats:
     incidents = Incident.objects.filter(
         contract=contract, year_number=year.number, outcome__isnull=False
-    )
+    ).as_of(now)
     # Month and downtime bucket as CASE expressions (plain comparisons every database evaluates
     # natively; SQLite runs TruncMonth as a Python function per row), grouped with the outcome:
     # at most 12 × 6 × 11 groups, plain sums, no per-row FILTER clauses.
@@ -203,35 +173,37 @@ def year_stats(contract: Contract, year: ContractYear, now: datetime) -> YearSta
     )
     rows = (
         incidents.annotate(month=month_of, bucket=bucket_of)
-        .values("month", "outcome", "bucket")
+        .values("month", "outcome_now", "bucket")
         .annotate(
             n=Count("id"),
             with_gpus=Count("gpus"),
-            gpus_sum=Sum("gpus"),
-            gpu_ms=Sum(F("gpus") * F("downtime_ms")),
-            downtime_ms_sum=Sum("downtime_ms"),
+            gpus_sum=Sum(Cast("gpus", EXACT)),
+            # In exact decimals: two values up to 2^53 - 1 (what ingest admits) multiply past
+            # a bigint.
+            gpu_ms=Sum(Cast("gpus", EXACT) * Cast("downtime_ms", EXACT)),
+            downtime_ms_sum=Sum(Cast("downtime_ms", EXACT)),
         )
         .order_by()
     )
-    outcomes = {o: [0] * len(months) for o in rules.OUTCOMES}
-    downtime = {o: [0] * len(DOWNTIME_LABELS) for o in rules.OUTCOMES}
+    outcomes = {o: [0] * len(months) for o in OUTCOMES}
+    downtime = {o: [0] * len(DOWNTIME_LABELS) for o in OUTCOMES}
     month_gpus = [0] * len(months)
     month_gpu_ms = [0] * len(months)
     live_counted = live_total = 0
     downtime_sum = downtime_n = total = 0
     for row in rows:
-        i, outcome, bucket, n = row["month"], row["outcome"], row["bucket"], row["n"]
+        i, outcome, bucket, n = row["month"], row["outcome_now"], row["bucket"], row["n"]
         total += n
         outcomes[outcome][i] += n
         if bucket >= 0:
             downtime[outcome][bucket] += n
-        if outcome == rules.LIVE_RESOLVED:
+        if outcome == LIVE_RESOLVED:
             live_total += n
             if bucket >= 0:  # a downtime: measurable when the GPU count is known too
                 live_counted += row["with_gpus"]
-                month_gpus[i] += row["gpus_sum"] or 0
-                month_gpu_ms[i] += row["gpu_ms"] or 0
-                downtime_sum += row["downtime_ms_sum"] or 0
+                month_gpus[i] += int(row["gpus_sum"] or 0)
+                month_gpu_ms[i] += int(row["gpu_ms"] or 0)
+                downtime_sum += int(row["downtime_ms_sum"] or 0)
                 downtime_n += n
     by_category: dict[tuple[str, str], int] = {}
     by_trigger: dict[str, int] = {}

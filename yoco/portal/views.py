@@ -1,7 +1,8 @@
 """The customer portal: every view is scoped to the signed-in user's customer.
 
 A user without a Membership gets 403; another customer's contract or incident is a 404 (the
-portal never confirms that it exists).
+portal never confirms that it exists). Views only read: every outcome and count is shown as of
+the request (`rules.outcome_as_of`), whether or not the periodic expiry has stored it yet.
 """
 
 import csv
@@ -19,12 +20,18 @@ from django.http import StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 
-from yoco.events.fold import expire_pending
-from yoco.events.models import Event, Incident, Job
-from yoco.events.schema import CATEGORIES, TRIGGERS
+from yoco.events.models import Event
 from yoco.guarantee import rules
-from yoco.guarantee.models import Contract, ContractYear, Credit
-from yoco.guarantee.years import year_result
+from yoco.guarantee.models import Contract, ContractYear, Credit, Incident, Job
+from yoco.guarantee.years import year_results
+from yoco.lib.vocabulary import (
+    CATEGORIES,
+    EVENT_TYPE_PREFIX,
+    MIGRATION_COMPLETED,
+    MIGRATION_STARTED,
+    OUTCOMES,
+    TRIGGERS,
+)
 from yoco.portal import charts
 from yoco.portal.explain import duration, explain
 from yoco.portal.stats import cached_year_stats, current_year, glance
@@ -77,7 +84,6 @@ def _money(amount, currency):
 
 @customer_view
 def home(request):
-    expire_pending()
     now = timezone.now()
     contracts = list(_contracts(request))
     glances = []
@@ -104,7 +110,7 @@ def home(request):
                 candidate.contract = contract
                 year = candidate
         focus = selected if year.pk == selected.year.pk else glance(year, now)
-        stats = cached_year_stats(contract, year, now)
+        stats = cached_year_stats(contract, year, now, focus.result["counts"])
         protected = stats.protected
         context.update(
             focus=focus,
@@ -114,9 +120,7 @@ def home(request):
             protected_value=(
                 _money(protected.value, contract.currency) if protected.value is not None else None
             ),
-            per_failure_hours=(
-                protected.checkpoint_interval_hours / 2 + protected.restart_minutes / 60
-            ),
+            per_failure_hours=protected.checkpoint_restart_hours_per_failure,
             mean_live_downtime=(
                 None
                 if stats.mean_live_downtime_s is None
@@ -136,13 +140,15 @@ def contract_detail(request, pk):
     contract = get_object_or_404(_contracts(request), pk=pk)
     now = timezone.now()
     rows = []
-    for year in contract.contract_years.all():
+    years = list(contract.contract_years.all())
+    for year in years:
         year.contract = contract
+    for year, result in zip(years, year_results(years, now), strict=True):
         credit = _live_credit(year)
         rows.append(
             {
                 "year": year,
-                "glance": glance(year, now),
+                "glance": glance(year, now, result),
                 "credit": credit,
                 "credit_amount": _money(credit.amount, credit.currency) if credit else None,
                 "credits": list(year.credits.all()),
@@ -164,7 +170,7 @@ class IncidentFilter(forms.Form):
     contract = forms.TypedChoiceField(required=False, coerce=int, empty_value=None)
     year = forms.IntegerField(required=False, min_value=1, max_value=100)
     outcome = forms.ChoiceField(
-        required=False, choices=[("", "Any outcome")] + [(o, o) for o in rules.OUTCOMES]
+        required=False, choices=[("", "Any outcome")] + [(o, o) for o in OUTCOMES]
     )
     category = forms.ChoiceField(
         required=False, choices=[("", "Any category")] + [(c, c) for c in CATEGORIES]
@@ -180,12 +186,14 @@ class IncidentFilter(forms.Form):
         ]
 
 
-def _filtered_incidents(request):
+def _filtered_incidents(request, now):
+    """The customer's incidents the filter form asks for, each with `outcome_now` and
+    `computed_outcome_now` (as of `now`)."""
     contracts = list(Contract.objects.filter(customer=request.customer).order_by("start", "pk"))
     form = IncidentFilter(request.GET or None, contracts=contracts)
     # The customer's cluster ids inlined: lets the (cluster, detected_at) index serve the order.
     clusters = list(request.customer.clusters.values_list("pk", flat=True))
-    queryset = Incident.objects.filter(cluster_id__in=clusters)
+    queryset = Incident.objects.filter(cluster_id__in=clusters).as_of(now)
     if form.is_bound:
         form.is_valid()
         wanted = form.cleaned_data
@@ -193,7 +201,9 @@ def _filtered_incidents(request):
             queryset = queryset.filter(contract_id=wanted["contract"])
         if wanted.get("year"):
             queryset = queryset.filter(year_number=wanted["year"])
-        for name in ("outcome", "category", "trigger"):
+        if wanted.get("outcome"):
+            queryset = queryset.with_outcome_as_of(wanted["outcome"], now)
+        for name in ("category", "trigger"):
             if wanted.get(name):
                 queryset = queryset.filter(**{name: wanted[name]})
     # Newest first; incidents still waiting for their failure report (no detection) on top.
@@ -203,8 +213,8 @@ def _filtered_incidents(request):
 
 @customer_view
 def incident_list(request):
-    expire_pending()
-    form, queryset = _filtered_incidents(request)
+    now = timezone.now()
+    form, queryset = _filtered_incidents(request, now)
     page = Paginator(queryset.select_related("cluster"), PAGE_SIZE).get_page(
         request.GET.get("page")
     )
@@ -213,13 +223,12 @@ def incident_list(request):
     return render(
         request,
         "portal/incidents.html",
-        {"form": form, "page": page, "query": query.urlencode(), "now": timezone.now()},
+        {"form": form, "page": page, "query": query.urlencode(), "now": now},
     )
 
 
 @customer_view
 def incident_detail(request, pk):
-    expire_pending()
     incident = get_object_or_404(
         Incident.objects.filter(cluster__customer=request.customer).select_related(
             "cluster", "contract", "override_by"
@@ -236,7 +245,7 @@ def incident_detail(request, pk):
     timeline = []
     for event in events:
         offset = duration(event.time - incident.detected_at) if incident.detected_at else None
-        kind = event.type.removeprefix(rules.EVENT_TYPE_PREFIX)
+        kind = event.type.removeprefix(EVENT_TYPE_PREFIX)
         timeline.append(
             {
                 "event": event,
@@ -256,6 +265,7 @@ def incident_detail(request, pk):
             "timeline": timeline,
             "job": job,
             "explanation": explain(incident, events, job, now),
+            **_migration_facts(events),
             "downtime": (
                 duration(timedelta(milliseconds=incident.downtime_ms))
                 if incident.downtime_ms is not None
@@ -263,6 +273,17 @@ def incident_detail(request, pk):
             ),
         },
     )
+
+
+def _migration_facts(events) -> dict:
+    """What the incident's newest migration reported (SPEC 3): the kind of spare it moved the
+    state to, and whether the target's digest of that state equalled the source's."""
+    started = [e for e in events if e.type == MIGRATION_STARTED]
+    completed = [e for e in events if e.type == MIGRATION_COMPLETED]
+    return {
+        "spare": started[-1].data.get("spare") if started else None,
+        "verified": completed[-1].data.get("verified") if completed else None,
+    }
 
 
 def _show(value):
@@ -310,11 +331,10 @@ INCIDENT_COLUMNS = (
 
 @customer_view
 def incidents_csv(request):
-    expire_pending()
-    _, queryset = _filtered_incidents(request)
+    _, queryset = _filtered_incidents(request, timezone.now())
     values = queryset.values_list(
         "pk", "contract_id", "year_number", "cluster__name", "subject", "source", "detected_at",
-        "deadline_at", "trigger", "category", "scope", "outcome", "computed_outcome",
+        "deadline_at", "trigger", "category", "scope", "outcome_now", "computed_outcome_now",
         "override_reason", "downtime_ms", "gpus",
     )  # fmt: skip
 
@@ -333,19 +353,21 @@ def years_csv(request):
     if request.GET.get("contract", "").isdigit():
         contracts = contracts.filter(pk=int(request.GET["contract"]))
     header = [
-        "contract", "year", "start", "end", "state", *rules.OUTCOMES, "eligible", "compliance",
+        "contract", "year", "start", "end", "state", *OUTCOMES, "eligible", "compliance",
         "target", "meets", "credit_state", "credit_amount", "currency",
     ]  # fmt: skip
+    now = timezone.now()
     rows = []
     for contract in contracts:
-        for year in contract.contract_years.all():
+        years = list(contract.contract_years.all())
+        for year in years:
             year.contract = contract
-            result = year_result(year)
+        for year, result in zip(years, year_results(years, now), strict=True):
             credit = _live_credit(year)
             rows.append(
                 [
                     contract.pk, year.number, _iso(year.start), _iso(year.end), year.state,
-                    *(result["counts"][o] for o in rules.OUTCOMES), result["eligible"],
+                    *(result["counts"][o] for o in OUTCOMES), result["eligible"],
                     "" if result["compliance"] is None else str(result["compliance"]),
                     format(contract.target.normalize(), "f"),
                     "true" if result["meets"] else "false",

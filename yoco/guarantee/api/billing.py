@@ -12,30 +12,16 @@ approved credit exported; acknowledging it again answers the same. Billing token
 from decimal import Decimal
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from yoco.accounts.auth import BILLING_AUTHENTICATION, BillingAccess
+from yoco.accounts.models import AuditRecord
 from yoco.guarantee import actions, rules
-from yoco.guarantee.models import AuditRecord, Credit
-from yoco.lib.api import BILLING_AUTHENTICATION, BillingAccess
-
-
-class BillingTokenScheme(OpenApiAuthenticationExtension):
-    """Documents the billing token (`Authorization: Bearer <billing token>`) in the schema."""
-
-    target_class = "yoco.lib.auth.BillingKeyAuthentication"
-    name = "billingToken"
-
-    def get_security_definition(self, auto_schema):
-        return {
-            "type": "http",
-            "scheme": "bearer",
-            "description": "a billing token (manage.py create_billing_token)",
-        }
-
+from yoco.guarantee.models import Credit
+from yoco.lib.openapi import URL_TOO_LONG, error_responses
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -72,10 +58,6 @@ class BillingCreditPageSerializer(serializers.Serializer):
         help_text="pass back as `cursor`: the last change_seq of this page (or the cursor sent)"
     )
     has_more = serializers.BooleanField(help_text="more changes follow next_cursor right now")
-
-
-class ErrorSerializer(serializers.Serializer):
-    detail = serializers.CharField()
 
 
 def _latest_records(credit_ids: list[int]) -> dict[tuple[str, str], AuditRecord]:
@@ -140,11 +122,11 @@ def _int_param(request, name: str, default: int, *, low: int, high: int | None =
     if raw is None or raw == "":
         return default
     if not raw.isascii() or not raw.isdigit():
-        raise exceptions.ValidationError({name: f"must be a whole number >= {low}, got {raw!r}"})
+        raise exceptions.ParseError(f"{name} must be a whole number >= {low}, got {raw!r}")
     value = int(raw)
     if value < low or (high is not None and value > high):
         bound = f"between {low} and {high}" if high is not None else f">= {low}"
-        raise exceptions.ValidationError({name: f"must be {bound}, got {value}"})
+        raise exceptions.ParseError(f"{name} must be {bound}, got {value}")
     return value
 
 
@@ -179,18 +161,17 @@ class BillingCreditListView(BillingView):
         ],
         responses={
             200: BillingCreditPageSerializer,
-            400: OpenApiResponse(ErrorSerializer, description="bad state, cursor or limit"),
-            401: OpenApiResponse(ErrorSerializer, description="no or unknown billing token"),
-            403: OpenApiResponse(ErrorSerializer, description="a key of another scope"),
+            **error_responses(
+                400, 401, 403, e400="bad state, cursor or limit", e403="a read or ingest key"
+            ),
+            **URL_TOO_LONG,
         },
     )
     def get(self, request):
         state = request.query_params.get("state")
         states = [s for s, _ in Credit.STATES]
         if state is not None and state not in states:
-            raise exceptions.ValidationError(
-                {"state": f"must be one of {', '.join(states)}, got {state!r}"}
-            )
+            raise exceptions.ParseError(f"state must be one of {', '.join(states)}, got {state!r}")
         cursor = _int_param(request, "cursor", 0, low=0)
         limit = _int_param(request, "limit", DEFAULT_LIMIT, low=1, high=MAX_LIMIT)
         credits = Credit.objects.filter(change_seq__gt=cursor).select_related(
@@ -221,10 +202,15 @@ class BillingCreditAckView(BillingView):
             200: OpenApiResponse(
                 BillingCreditSerializer, description="the credit, now exported (also on a repeat)"
             ),
-            401: OpenApiResponse(ErrorSerializer, description="no or unknown billing token"),
-            403: OpenApiResponse(ErrorSerializer, description="a key of another scope"),
-            404: OpenApiResponse(ErrorSerializer, description="no such credit"),
-            409: OpenApiResponse(ErrorSerializer, description="the credit is not approved"),
+            **error_responses(
+                401,
+                403,
+                404,
+                409,
+                e403="a read or ingest key",
+                e404="no such credit",
+                e409="the credit is not approved (nor exported already)",
+            ),  # fmt: skip
         },
     )
     def post(self, request, credit_id: int):

@@ -2,7 +2,8 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from yoco.guarantee.actions import ActionError, do_create_billing_token
+from yoco.accounts.actions import do_create_billing_token
+from yoco.lib.errors import ActionError
 
 
 class Command(BaseCommand):

@@ -4,6 +4,7 @@ from decimal import Decimal, InvalidOperation
 
 from django.core.management.base import BaseCommand, CommandError
 
+from yoco.guarantee import rules
 from yoco.guarantee.actions import ActionError, do_create_contract
 
 
@@ -33,10 +34,18 @@ class Command(BaseCommand):
         parser.add_argument(
             "--cluster", action="append", required=True, help="cluster name; repeat for more"
         )
-        parser.add_argument("--target", default="90", help="percent live-resolved (default 90)")
-        parser.add_argument("--credit-rate", default="25", help="percent credited (default 25)")
-        parser.add_argument("--deadline-minutes", type=int, default=15)
-        parser.add_argument("--grace-days", type=int, default=7)
+        parser.add_argument(
+            "--target",
+            default=str(rules.DEFAULT_TARGET),
+            help="percent live-resolved (default %(default)s)",
+        )
+        parser.add_argument(
+            "--credit-rate",
+            default=str(rules.DEFAULT_CREDIT_RATE),
+            help="percent credited (default %(default)s)",
+        )
+        parser.add_argument("--deadline-minutes", type=int, default=rules.DEFAULT_DEADLINE_MINUTES)
+        parser.add_argument("--grace-days", type=int, default=rules.DEFAULT_GRACE_DAYS)
         parser.add_argument(
             "--exclude-category",
             action="append",

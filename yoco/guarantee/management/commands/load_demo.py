@@ -9,9 +9,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from yoco.accounts.actions import do_add_portal_user
 from yoco.accounts.models import Cluster, Customer
-from yoco.events.fold import fold
 from yoco.events.ingest import ingest_events
 from yoco.guarantee.actions import do_close_due_years, do_create_contract
+from yoco.guarantee.fold import fold
 
 DEFAULT_FIXTURE = Path(settings.BASE_DIR) / "fixtures" / "demo.json"
 CHUNK = 1000

@@ -4,6 +4,8 @@
 (and missed, so it earned a credit) and whose second year is running, a few incidents ingested
 as real CloudEvents (so their pages show a timeline and a reason) and any number of further
 incidents written in bulk (`bulk_create`, no events: enough for counts, charts and lists).
+Customers, memberships, contracts, overrides and closings go through the platform's `do_*`
+actions, as the account team's would.
 """
 
 import random
@@ -15,13 +17,13 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from yoco.accounts.models import Cluster, Membership
-from yoco.events.fold import fold
+from yoco.accounts.actions import do_add_member
+from yoco.accounts.models import Cluster
 from yoco.events.ingest import ingest_events
-from yoco.events.models import Incident, Job
 from yoco.guarantee import rules
-from yoco.guarantee.actions import do_close_year, do_create_contract
-from yoco.guarantee.models import Contract, ContractYear
+from yoco.guarantee.actions import do_close_year, do_create_contract, do_override_outcome
+from yoco.guarantee.fold import fold
+from yoco.guarantee.models import Contract, ContractYear, Incident, Job
 from yoco.guarantee.years import refresh_years
 
 CATEGORY_WEIGHTS = {
@@ -48,14 +50,23 @@ def _months_back(day: date, months: int) -> date:
     return date(index // 12, index % 12 + 1, 1)
 
 
-def _user(username: str, password: str, customer=None, **extra):
+def _user(username: str, password: str, **extra):
     User = get_user_model()
     user, created = User.objects.get_or_create(username=username, defaults=extra)
     if created:
         user.set_password(password)
         user.save()
-    if customer is not None:
-        Membership.objects.get_or_create(user=user, defaults={"customer": customer})
+    return user
+
+
+def _bot():
+    """The account-team member the seeding acts as when it makes no staff user (no login)."""
+    user, created = get_user_model().objects.get_or_create(
+        username="demo-seeder", defaults={"is_staff": True}
+    )
+    if created:
+        user.set_unusable_password()
+        user.save()
     return user
 
 
@@ -85,9 +96,10 @@ def _showcase_events(cluster: str, now: datetime) -> dict[str, list[dict]]:
                    step=48210, detail="GPU has fallen off the bus"),
             _event("migration.started", cluster, job, "inc-live", day + 4 * s,
                    mode="model_aware", state_source="replica", source={"node": "gpu-node-117"},
-                   target={"node": "spare-node-06"}, bytes=412_316_860_416),
+                   target={"node": "spare-node-06"}, bytes=412_316_860_416, spare="standby"),
             _event("migration.completed", cluster, job, "inc-live", day + 141 * s,
-                   steps_lost=0, duration_ms=137_480, bytes=412_316_860_416, resumed_step=48210),
+                   steps_lost=0, duration_ms=137_480, bytes=412_316_860_416, resumed_step=48210,
+                   verified=True),
             _event("job.resumed", cluster, job, "inc-live", day + 152 * s, step=48210,
                    downtime_ms=152_300),
         ],
@@ -222,11 +234,13 @@ def seed_portal_demo(
     contract = made.contract
     cluster = Cluster.objects.get(name=cluster_name)
     customer = contract.customer
-    owner = _user(usernames[0], password, customer, first_name="Ada", email="ada@example.com")
-    teammate = _user(usernames[1], password, customer, first_name="Grace")
     staff = None
     if staff_username:
         staff = _user(staff_username, password, is_staff=True, is_superuser=True)
+    owner = _user(usernames[0], password, first_name="Ada", email="ada@example.com")
+    teammate = _user(usernames[1], password, first_name="Grace")
+    for user in (owner, teammate):
+        do_add_member(customer, user, actor=staff or _bot())
 
     for name, gpus, framework in JOBS:
         Job.objects.update_or_create(
@@ -256,15 +270,13 @@ def seed_portal_demo(
             )
         if staff is not None:
             # The account team excluded one failure, with its reason.
-            Incident.objects.filter(pk=data.showcase["overridden"].pk).update(
-                override_outcome="excluded",
+            data.showcase["overridden"] = do_override_outcome(
+                data.showcase["overridden"],
                 outcome="excluded",
-                override_reason="Facility power event at the customer's colocation site "
+                actor=staff,
+                reason="Facility power event at the customer's colocation site "
                 "(ticket FAC-2291): outside the platform's scope.",
-                override_by=staff,
-                override_at=now - timedelta(days=1),
             )
-            data.showcase["overridden"].refresh_from_db()
 
     refresh_years((contract.pk, n) for n in range(1, contract.years + 1))
     for year in ContractYear.objects.filter(contract=contract).select_related("contract"):

@@ -2,7 +2,9 @@
 
 It sets the platform up on the embedded default (its own SQLite file, var/demo.sqlite3, and
 Celery eager), loads the demo customer's history, gives that customer a contract over a live
-cluster, starts the server, runs a real multi-process training under the agent with its events
+cluster, serves the platform the way production does (gunicorn, DEBUG off, its own secret key,
+static files collected and served by WhiteNoise; plain HTTP on 127.0.0.1, so without the TLS
+variables of docs/platform.md), runs a real multi-process training under the agent with its events
 going to the server through the agent's durable spool, injects four failures (an unplanned kill,
 a pre-emptive thermal alarm, a planned drain, and a kill with no spare left, which must fall back
 to a checkpoint), waits until the platform has every event, and prints each contract year's
@@ -18,6 +20,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -54,6 +57,7 @@ class Demo:
         self.env = dict(os.environ, PYTHONPATH=str(ROOT), DJANGO_SETTINGS_MODULE="yoco.settings")
         if not os.environ.get("DATABASE_URL"):
             self.env["DATABASE_URL"] = f"sqlite:///{VAR / 'demo.sqlite3'}"
+        self.env.update(production_env(self.host))
         self.run_dir = VAR / "demo-run"
         self.children: list[subprocess.Popen] = []
         self.server: subprocess.Popen | None = None
@@ -142,10 +146,9 @@ class Demo:
         if _port_busy(self.host, self.port):
             raise DemoError(f"{self.host}:{self.port} is in use: stop what runs there, or pass "
                             "--port")  # fmt: skip
-        # runserver --insecure serves the portal's static files too (DEBUG stays off).
-        command = [PYTHON, "manage.py", "runserver", f"{self.host}:{self.port}", "--noreload",
-                   "--insecure"]  # fmt: skip
-        self.server = self.spawn(command, VAR / "demo-server.log")
+        with console.status("collecting the static files (var/static)…"):
+            self.manage("collectstatic", "--noinput", "-v0")
+        self.server = self.spawn(gunicorn_command(self.host, self.port), VAR / "demo-server.log")
         with console.status(f"starting the platform at {self.url}…"):
             deadline = time.monotonic() + 60
             while True:
@@ -378,6 +381,31 @@ class DemoError(RuntimeError):
     pass
 
 
+# docs/platform.md's production variables that apply to plain HTTP on 127.0.0.1.
+DEMO_VARIABLES = ("DEBUG", "SECRET_KEY", "ALLOWED_HOSTS", "STATIC_ROOT")
+
+
+def production_env(host: str) -> dict[str, str]:
+    """The demo's production settings; its secret key is made once and kept in var/."""
+    key_file = VAR / "demo-secret-key"
+    if not key_file.exists():
+        VAR.mkdir(exist_ok=True)
+        key_file.write_text(secrets.token_urlsafe(50))
+        key_file.chmod(0o600)
+    hosts = dict.fromkeys([host, "127.0.0.1", "localhost"])
+    return {
+        "DEBUG": "0",
+        "SECRET_KEY": key_file.read_text().strip(),
+        "ALLOWED_HOSTS": ",".join(hosts),
+        "STATIC_ROOT": str(VAR / "static"),
+    }
+
+
+def gunicorn_command(host: str, port: int) -> list[str]:
+    gunicorn = str(Path(PYTHON).parent / "gunicorn")
+    return [gunicorn, "yoco.wsgi", "-b", f"{host}:{port}", "-w", "2", "--timeout", "120"]
+
+
 def _port_busy(host: str, port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.5)
@@ -402,7 +430,7 @@ def _end_group(process: subprocess.Popen, first: int, grace_s: float = 10.0) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m yoco.demo", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__.split("\n")[0])
     parser.add_argument("--host", default=os.environ.get("YOCO_DEMO_HOST", "127.0.0.1"))
     parser.add_argument("--port", type=int, default=int(os.environ.get("YOCO_DEMO_PORT", 8000)))
     parser.add_argument("--keep-serving", action="store_true",
@@ -429,10 +457,11 @@ def main(argv: list[str] | None = None) -> int:
             demo.server.wait()
         else:
             console.print(
-                "The platform is stopped now; to browse the portal start it again with\n"
-                f"  DATABASE_URL={demo.env['DATABASE_URL']} .venv/bin/python manage.py "
-                f"runserver {args.host}:{args.port} --insecure\n"
-                "or run the demo with --keep-serving."
+                "The platform is stopped now; to browse the portal run the demo with "
+                "--keep-serving, or start it again with\n  "
+                + " ".join(f"{k}={demo.env[k]}" for k in ("DATABASE_URL", *DEMO_VARIABLES))
+                + " "
+                + " ".join(gunicorn_command(args.host, args.port)).replace(str(ROOT) + "/", "")
             )
         return 0
     except KeyboardInterrupt:

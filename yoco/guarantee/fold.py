@@ -8,20 +8,29 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from yoco.accounts.models import Cluster
-from yoco.events.models import Event, Incident, Job
+from yoco.events.models import Event
 from yoco.guarantee import rules
-from yoco.guarantee.models import Contract
+from yoco.guarantee.models import Contract, Incident, Job
 from yoco.guarantee.years import refresh_years, terms_of
+from yoco.lib.vocabulary import JOB_FINISHED, JOB_RESUMED, JOB_STARTED
 
 
-def fold(cluster: Cluster, subjects: Iterable[str], sources: Iterable[str]) -> None:
+def fold(
+    cluster: Cluster,
+    subjects: Iterable[str],
+    sources: Iterable[str],
+    events: QuerySet[Event] | None = None,
+) -> None:
+    """Recompute the jobs of `sources` and the incidents of `subjects` (and their years) from
+    `events`: by default every stored event that is not quarantined."""
     now = timezone.now()
+    events = Event.objects.foldable() if events is None else events
     with transaction.atomic():
-        changed_jobs = fold_jobs(cluster, sources)
+        changed_jobs = fold_jobs(cluster, sources, events)
         subjects = set(subjects)
         if changed_jobs:
             subjects |= set(
@@ -29,24 +38,24 @@ def fold(cluster: Cluster, subjects: Iterable[str], sources: Iterable[str]) -> N
                     "subject", flat=True
                 )
             )
-        touched = refresh_incidents(cluster, subjects, now)
+        touched = refresh_incidents(cluster, subjects, now, events)
         refresh_years(touched)
 
 
-def fold_jobs(cluster: Cluster, sources: Iterable[str]) -> set[str]:
+def fold_jobs(cluster: Cluster, sources: Iterable[str], events: QuerySet[Event]) -> set[str]:
     """Upsert the Job of each source from its job.* events; return sources whose terms changed."""
     changed = set()
-    lifecycle = (rules.JOB_STARTED, rules.JOB_FINISHED)
+    lifecycle = (JOB_STARTED, JOB_FINISHED)
     events_by_source: dict[str, list[Event]] = {}
-    for event in Event.objects.filter(
+    for event in events.filter(
         cluster=cluster, source__in=list(sources), type__in=lifecycle
     ).order_by("time", "event_id"):
         events_by_source.setdefault(event.source, []).append(event)
     for source, events in events_by_source.items():
         job, _ = Job.objects.get_or_create(source=source, defaults={"cluster": cluster})
         before = (sorted(job.frameworks), job.gpus)
-        starts = [e for e in events if e.type == rules.JOB_STARTED]
-        finishes = [e for e in events if e.type == rules.JOB_FINISHED]
+        starts = [e for e in events if e.type == JOB_STARTED]
+        finishes = [e for e in events if e.type == JOB_FINISHED]
         if starts:
             first, last = starts[0], starts[-1]
             job.frameworks = sorted({e.data["framework"] for e in starts})
@@ -62,6 +71,11 @@ def fold_jobs(cluster: Cluster, sources: Iterable[str]) -> set[str]:
         if (sorted(job.frameworks), job.gpus) != before:
             changed.add(source)
     return changed
+
+
+def fact_of(event: Event) -> rules.EventFact:
+    """What the guarantee's rules know of a stored event."""
+    return rules.EventFact(event.event_id, event.source, event.type, event.time, event.data)
 
 
 def contract_for(
@@ -81,14 +95,16 @@ INCIDENT_FIELDS = [
 ]  # fmt: skip
 
 
-def refresh_incidents(cluster: Cluster, subjects: Iterable[str], now: datetime) -> set:
+def refresh_incidents(
+    cluster: Cluster, subjects: Iterable[str], now: datetime, events: QuerySet[Event]
+) -> set:
     """Recompute each incident; return the (contract id, year number) pairs it touched."""
     touched: set[tuple[int, int]] = set()
     subjects = list(subjects)
     if not subjects:
         return touched
     by_subject: dict[str, list[Event]] = {}
-    for event in Event.objects.filter(cluster=cluster, subject__in=subjects):
+    for event in events.filter(cluster=cluster, subject__in=subjects):
         by_subject.setdefault(event.subject, []).append(event)
     existing = {
         i.subject: i for i in Incident.objects.filter(cluster=cluster, subject__in=subjects)
@@ -105,7 +121,7 @@ def refresh_incidents(cluster: Cluster, subjects: Iterable[str], now: datetime) 
         else:
             changed.append(incident)
             touched.add((incident.contract_id, incident.year_number))
-        _recompute(incident, [e.as_fact() for e in events], jobs, contracts, now)
+        _recompute(incident, [fact_of(e) for e in events], jobs, contracts, now)
         incident.updated = now
         touched.add((incident.contract_id, incident.year_number))
     Incident.objects.bulk_create(new, batch_size=1000)
@@ -120,7 +136,7 @@ def refresh_incidents(cluster: Cluster, subjects: Iterable[str], now: datetime) 
 def _recompute(incident: Incident, facts: list[rules.EventFact], jobs: dict[str, Job],
                contracts: list[Contract], now: datetime) -> None:  # fmt: skip
     found = rules.detection(facts)
-    resumes = [f for f in facts if f.type == rules.JOB_RESUMED]
+    resumes = [f for f in facts if f.type == JOB_RESUMED]
     incident.downtime_ms = max((f.data.get("downtime_ms") or 0 for f in resumes), default=None)
     incident.source = found.source if found else ""
     job = jobs.get(incident.source)
@@ -144,18 +160,3 @@ def _recompute(incident: Incident, facts: list[rules.EventFact], jobs: dict[str,
         facts, job_frameworks=job.frameworks if job else (), terms=terms, now=now
     )
     incident.outcome = incident.override_outcome or incident.computed_outcome
-
-
-def expire_pending(now: datetime | None = None) -> int:
-    """Pending incidents past their deadline become failed: a conditional UPDATE, no locks."""
-    now = now or timezone.now()
-    with transaction.atomic():
-        expired = Incident.objects.filter(
-            outcome="pending", computed_outcome="pending", deadline_at__lt=now
-        )
-        touched = set(expired.values_list("contract_id", "year_number").distinct())
-        if not touched:
-            return 0
-        changed = expired.update(computed_outcome="failed", outcome="failed")
-        refresh_years(touched)
-    return changed

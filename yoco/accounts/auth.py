@@ -1,11 +1,16 @@
-"""`Authorization: Bearer <key>` against one of the hashed-key tables.
+"""Who is asking: `Authorization: Bearer <key>` against one of the hashed-key tables, and the
+permissions of the API views built on it.
 
 Each endpoint names the table (scope) it accepts; a key of another scope is refused with 403,
 an unknown or revoked key with 401.
 """
 
-from rest_framework import exceptions
-from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework import exceptions, permissions
+from rest_framework.authentication import (
+    BaseAuthentication,
+    SessionAuthentication,
+    get_authorization_header,
+)
 
 from yoco.accounts.models import BillingToken, ClusterKey, ReadToken
 
@@ -64,3 +69,32 @@ class ReadKeyAuthentication(BearerKeyAuthentication):
 
 class BillingKeyAuthentication(BearerKeyAuthentication):
     scope = "billing"
+
+
+class CustomerReadAccess(permissions.BasePermission):
+    """A customer read token, or a logged-in portal user; sets `request.customer`."""
+
+    def has_permission(self, request, view):
+        record = request.auth
+        if record is not None and hasattr(record, "customer_id"):
+            request.customer = record.customer
+            return True
+        user = request.user
+        membership = getattr(user, "membership", None) if user else None
+        if user is not None and user.is_authenticated and membership is not None:
+            request.customer = membership.customer
+            return True
+        if record is None and not (user and user.is_authenticated):
+            raise exceptions.NotAuthenticated("send 'Authorization: Bearer <read token>'")
+        return False
+
+
+class BillingAccess(permissions.BasePermission):
+    def has_permission(self, request, view):
+        if request.auth is None:
+            raise exceptions.NotAuthenticated("send 'Authorization: Bearer <billing token>'")
+        return True
+
+
+READ_AUTHENTICATION = [ReadKeyAuthentication, SessionAuthentication]
+BILLING_AUTHENTICATION = [BillingKeyAuthentication]
