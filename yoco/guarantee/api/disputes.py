@@ -4,7 +4,6 @@ reads the answers (SPEC 4.7, 5)."""
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -68,7 +67,8 @@ class IncidentDisputesView(APIView):
         incident = self._incident(request, incident_id)
         body = NewDisputeSerializer(data=request.data)
         if not body.is_valid():
-            raise ValidationError(body.errors)
+            problems = "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in body.errors.items())
+            return Response({"detail": problems}, status=status.HTTP_400_BAD_REQUEST)
         user = request.user if request.user and request.user.is_authenticated else None
         label = f"read token {request.auth.prefix}" if request.auth is not None else ""
         try:
