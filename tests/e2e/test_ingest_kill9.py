@@ -14,7 +14,9 @@ import requests
 
 from tests.e2e.conftest import wait_until
 
-pytestmark = [pytest.mark.integration]
+# The marker sets up the test database (PostgreSQL with DATABASE_URL) before the platform
+# fixture asks for it.
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 CLUSTER = "crash"
 BATCHES = 12

@@ -157,6 +157,7 @@ class TestConstants:
         assert {"sdc", "software_user", "maintenance", "fail_slow", "unknown"} <= set(
             vocabulary.CATEGORIES
         )
+        assert vocabulary.SPARES == ("standby", "reclaimed")
         assert vocabulary.FRAMEWORKS == ("torchtitan", "megatron-lm", "deepspeed", "pytorch")
 
     def test_contract_defaults(self):
@@ -397,6 +398,11 @@ class TestDetection:
 
 def test_resolution_deadline():
     assert resolution_deadline(T0, TERMS) == T0 + timedelta(minutes=15)
+    # A detection in the last minutes of the year 9999 has no later instant: the last one.
+    last = datetime(9999, 12, 31, 23, 50, tzinfo=UTC)
+    assert resolution_deadline(last, TERMS) == rules.LAST_INSTANT
+    edge = rules.LAST_INSTANT - timedelta(minutes=15)
+    assert resolution_deadline(edge, TERMS) == rules.LAST_INSTANT
     assert resolution_deadline(T0, Terms(deadline=timedelta(0))) == T0
     with pytest.raises(ValueError):
         resolution_deadline(datetime(2025, 1, 1), TERMS)

@@ -2,11 +2,11 @@
 2^53 - 1 in every column they reach, times in the years 0001 and 9999, ids of 200 characters,
 sources of 300, the `fail_slow` category and the new optional fields."""
 
-from datetime import UTC, datetime, timedelta
+from django.test import Client
 
 from tests.conftest import cloud_event, post_events
+from tests.platform.account_team import customer_user
 from tests.platform.hostile import assert_kept_and_processed
-from yoco.guarantee import rules
 from yoco.guarantee.models import Incident, Job
 
 MAX = 2**53 - 1
@@ -32,6 +32,15 @@ def test_largest_integers_fit_every_column(acme, api):
     assert (job.world_size, job.gpus, len(job.model)) == (MAX, MAX, 5000)
     incident = Incident.objects.get(subject="max")
     assert (incident.gpus, incident.downtime_ms) == (MAX, MAX)
+    # The portal's sums and products of these columns, and the read API, answer too.
+    client = Client()
+    client.force_login(customer_user("ada", acme.contract.customer))
+    for page in ("/", f"/contracts/{acme.contract.pk}/", f"/incidents/{incident.pk}/",
+                 "/incidents/", "/incidents.csv", "/years.csv"):  # fmt: skip
+        assert client.get(page).status_code == 200, page
+    read = {"HTTP_AUTHORIZATION": f"Bearer {acme.read_token}"}
+    assert api.get("/api/v1/incidents", **read).status_code == 200
+    assert api.get(f"/api/v1/contracts/{acme.contract.pk}/years", **read).status_code == 200
 
 
 def test_longest_id_subject_and_source(acme, api):
@@ -59,14 +68,13 @@ def test_first_and_last_instants(acme, api):
     assert response.status_code == 200, response.json()
     assert_kept_and_processed(events)
     assert Incident.objects.get(subject="last").detected_at.year == 9999
-
-
-def test_deadline_of_a_detection_in_the_last_minutes_is_the_last_instant():
-    terms = rules.Terms(deadline=timedelta(minutes=15))
-    last = datetime(9999, 12, 31, 23, 50, tzinfo=UTC)
-    assert rules.resolution_deadline(last, terms) == rules.LAST_INSTANT
-    early = datetime(2026, 1, 1, tzinfo=UTC)
-    assert rules.resolution_deadline(early, terms) == early + timedelta(minutes=15)
+    client = Client()
+    client.force_login(customer_user("ada", acme.contract.customer))
+    for incident in Incident.objects.all():
+        assert client.get(f"/incidents/{incident.pk}/").status_code == 200
+    assert client.get("/incidents/").status_code == 200
+    read = {"HTTP_AUTHORIZATION": f"Bearer {acme.read_token}"}
+    assert api.get("/api/v1/incidents", **read).status_code == 200
 
 
 def test_fail_slow_is_a_category(acme, api):

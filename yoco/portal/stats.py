@@ -13,7 +13,8 @@ from decimal import Decimal
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db.models import Case, Count, F, IntegerField, Max, Sum, Value, When
+from django.db.models import Case, Count, DecimalField, IntegerField, Max, Sum, Value, When
+from django.db.models.functions import Cast
 
 from yoco.events.models import Event
 from yoco.guarantee import rules
@@ -24,6 +25,7 @@ from yoco.lib import savings
 from yoco.lib.vocabulary import LIVE_RESOLVED, OUTCOMES
 
 # Recovery-time buckets (upper edges in seconds; the last is open).
+EXACT = DecimalField(max_digits=40, decimal_places=0)
 DOWNTIME_EDGES = (30, 60, 120, 180, 300, 600, 900, 1800, 3600)
 DOWNTIME_LABELS = (
     "< 30 s", "30–60 s", "1–2 min", "2–3 min", "3–5 min", "5–10 min", "10–15 min",
@@ -175,9 +177,11 @@ def year_stats(contract: Contract, year: ContractYear, now: datetime) -> YearSta
         .annotate(
             n=Count("id"),
             with_gpus=Count("gpus"),
-            gpus_sum=Sum("gpus"),
-            gpu_ms=Sum(F("gpus") * F("downtime_ms")),
-            downtime_ms_sum=Sum("downtime_ms"),
+            gpus_sum=Sum(Cast("gpus", EXACT)),
+            # In exact decimals: two values up to 2^53 - 1 (what ingest admits) multiply past
+            # a bigint.
+            gpu_ms=Sum(Cast("gpus", EXACT) * Cast("downtime_ms", EXACT)),
+            downtime_ms_sum=Sum(Cast("downtime_ms", EXACT)),
         )
         .order_by()
     )
@@ -197,9 +201,9 @@ def year_stats(contract: Contract, year: ContractYear, now: datetime) -> YearSta
             live_total += n
             if bucket >= 0:  # a downtime: measurable when the GPU count is known too
                 live_counted += row["with_gpus"]
-                month_gpus[i] += row["gpus_sum"] or 0
-                month_gpu_ms[i] += row["gpu_ms"] or 0
-                downtime_sum += row["downtime_ms_sum"] or 0
+                month_gpus[i] += int(row["gpus_sum"] or 0)
+                month_gpu_ms[i] += int(row["gpu_ms"] or 0)
+                downtime_sum += int(row["downtime_ms_sum"] or 0)
                 downtime_n += n
     by_category: dict[tuple[str, str], int] = {}
     by_trigger: dict[str, int] = {}
