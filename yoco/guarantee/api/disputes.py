@@ -15,7 +15,8 @@ from yoco.lib.openapi import error_responses
 
 class DisputeSerializer(serializers.ModelSerializer):
     incident = serializers.IntegerField(source="incident_id")
-    state = serializers.ChoiceField(choices=Dispute.STATES)
+    # A plain string: a second "state" enum would collide with the credit's in the schema.
+    state = serializers.CharField(help_text="open, upheld or rejected")
     opened_by = serializers.CharField(source="opened_by_label")
     answer = serializers.CharField(help_text="the account team's reason; empty while open")
 
