@@ -18,6 +18,7 @@ from django.db import IntegrityError, connection, transaction
 
 from yoco.accounts.actions import audit, require_account_team, require_reason
 from yoco.guarantee import rules
+from yoco.guarantee.changes import announce_credit_state
 from yoco.guarantee.models import ContractYear, Credit
 from yoco.guarantee.years import eligible
 from yoco.lib.errors import ActionError
@@ -66,6 +67,7 @@ def earn_credit(year: ContractYear, counts: dict, incident_ids: list[int], actor
     _lock_change_sequence()
     record = audit(actor, "earn_credit", credit, after=credit_snapshot(credit))
     Credit.objects.filter(pk=credit.pk).update(change_seq=record.pk)
+    announce_credit_state(credit, None, credit.state)
     return credit
 
 
@@ -100,6 +102,7 @@ def change_credit(
     )
     Credit.objects.filter(pk=current.pk).update(change_seq=record.pk)
     current.change_seq = record.pk
+    announce_credit_state(current, before["state"], current.state)
     return current
 
 
