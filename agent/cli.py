@@ -206,7 +206,8 @@ def run(
         ),
         _sink(events, platform, cluster_key, spool, spool_max_mb),
         command,
-        workers + spares,
+        workers,
+        spares,
         respawn,
     )
     raise typer.Exit(0 if outcome == "completed" else 1)
@@ -259,6 +260,7 @@ def coordinator(
         ),
         _sink(events, platform, cluster_key, spool, spool_max_mb),
         [],
+        0,
         0,
         False,
     )

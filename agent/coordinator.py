@@ -22,7 +22,7 @@ import queue
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +34,7 @@ from agent.devices import group_backend
 from agent.events import EventFactory, new_incident_id
 from agent.protocol import Channel, ChannelClosed
 from agent.reporter import EventSink
+from agent.spares import SpareSupply
 
 # Reports a quiesced worker sends; each says "I am at a step boundary, waiting for orders".
 QUIESCED = {"stalled", "paused", "finished"}
@@ -129,12 +130,14 @@ class Coordinator:
         sink: EventSink,
         spawn: Callable[[], None] | None = None,
         kill: Callable[[int], None] | None = None,
+        spare_supply: SpareSupply | None = None,
     ):
         self.settings = settings
         self.sink = sink
         self.events = EventFactory(settings.cluster, settings.job, settings.mode)
         self.spawn = spawn  # start one more (cold) process, when the launcher can
         self.kill = kill  # end an unresponsive local process
+        self.spare_supply = spare_supply  # starts the local spares once the workers train
         self.members: list[Member] = []
         self.inbox: queue.Queue = queue.Queue()
         self.generation = 0
@@ -278,6 +281,8 @@ class Coordinator:
             member.step = message["step"]
         elif kind == "ready":
             member.ready = True
+            if self.spare_supply is not None:
+                self.spare_supply.ready(member.pid)
             member.state_bytes = message["state_bytes"]
             if "protected" in message:
                 member.protection = {
@@ -309,6 +314,8 @@ class Coordinator:
         self.inbox.put(("exited", pid, returncode))
 
     def _exited(self, pid: int, returncode: int) -> None:
+        if self.spare_supply is not None:
+            self.spare_supply.gone(pid)
         if any(m.pid == pid for m in self.members):
             return  # its closed connection already told us
         if self.generation == 0:
@@ -441,6 +448,25 @@ class Coordinator:
     def _spares(self) -> list[Member]:
         return [m for m in self.members if m.role == "spare" and m.ready]
 
+    def _spare_coming(self) -> bool:
+        return self.spare_supply is not None and self.spare_supply.coming()
+
+    def _ready_spare(self, tried: Collection[int] = ()) -> Member | None:
+        """A ready spare not in `tried` (ids); when none is, but one is still starting, wait
+        for it (at most the join timeout): a failure soon after the job started finds the
+        spares still loading."""
+
+        def untried() -> list[Member]:
+            return [s for s in self._spares() if s.id not in tried]
+
+        if not untried() and self._spare_coming():
+            print("yoco agent: no spare ready yet; waiting for one to finish starting", flush=True)
+            self.spare_supply.hurry()
+            self._wait(
+                lambda: bool(untried()) or not self._spare_coming(), self.settings.join_timeout_s
+            )
+        return next(iter(untried()), None)
+
     def _wait(self, done: Callable[[], bool], timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while not done():
@@ -474,12 +500,15 @@ class Coordinator:
                 s.world_size,
                 s.model,
                 _gpus(self._workers()),
-                spares=sum(1 for m in self.members if m.role == "spare"),
+                spares=sum(1 for m in self.members if m.role == "spare")
+                + (self.spare_supply.pending() if self.spare_supply else 0),
                 parallelism={"dp_replicate": s.world_size},  # every rank a full replica
                 extra=_protection(self._workers()),
             )
         )
         self._resume_all({m.rank: "none" for m in self._workers()}, step=0)
+        if self.spare_supply is not None:
+            self.spare_supply.begin()  # the workers are on their first step
 
     def _new_failures(self, claimed: int = 0) -> list[Failure]:
         """Failures not yet being handled; `claimed`: spares the recovery in progress still
@@ -501,8 +530,12 @@ class Coordinator:
         # A degrading worker still trains: it moves only to a spare no death needs, so alarms
         # (the same one on every rank at once, say) can never leave a rank without a home.
         free = len(self._spares()) - claimed - len(failures)
+        waiting = []  # alarms that wait for a spare still starting
         for member, alarm in self._alarms:
             if member.role != "worker" or member.rank in {f.rank for f in failures}:
+                continue
+            if free <= 0 and self._spare_coming():
+                waiting.append((member, alarm))  # moved once the spare starting is ready
                 continue
             if free <= 0:
                 print(
@@ -522,7 +555,7 @@ class Coordinator:
                     alarm.get("xid"),
                 )
             )
-        self._alarms.clear()
+        self._alarms = waiting
         for rank in self._drains:
             try:
                 member = self._worker(rank)
@@ -676,7 +709,7 @@ class Coordinator:
         while pending:
             failure = pending.pop(0)
             source, state_source = self._pick_source(failure, step, failures)
-            spare = next((s for s in self._spares() if s.id not in failure.tried), None)
+            spare = self._ready_spare(failure.tried) if source is not None else None
             if source is None or spare is None:
                 reason = NO_LIVE_COPY if source is None else self._no_spare(failure)
                 self._give_up(failure, reason, restore)
@@ -884,7 +917,7 @@ class Coordinator:
         self._await_start(failures, restore_step)
 
     def _cold_process(self) -> Member:
-        spare = next(iter(self._spares()), None)
+        spare = self._ready_spare()
         if spare is not None:
             return spare
         if self.spawn is None:

@@ -1,8 +1,10 @@
 """Starts the training processes of one node and watches them.
 
-`yoco-agent run` on a single machine: this launcher starts the coordinator in-process, then N
-workers and S spares. On several machines each node runs a launcher pointed at one coordinator
-(see docs/agent.md); which process becomes which rank is the coordinator's choice.
+`yoco-agent run` on a single machine: this launcher starts the coordinator in-process and N
+workers; the S spares start once the workers train, one at a time and at a lower CPU priority
+(agent/spares.py, agent/priority.py). On several machines each node runs a launcher pointed at
+one coordinator (see docs/agent.md); which process becomes which rank is the coordinator's
+choice.
 
 Where the operator's command line (typer, rich) is not installed, e.g. a GPU host with only
 torch, the same local job runs from a checkout with this module alone:
@@ -24,6 +26,8 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from agent import priority
 
 
 def kill_listed_processes(status_file: str | os.PathLike) -> None:
@@ -65,6 +69,21 @@ class LocalProcesses:
         self._lock = threading.Lock()
 
     def start(self) -> subprocess.Popen:
+        return self._start(self.command, {})
+
+    def start_spare(self) -> int:
+        """Start a standby spare at a lower CPU priority; returns its pid."""
+        command, env = priority.spare_command(self.command)
+        return self._start(command, env).pid
+
+    def hurry(self, pid: int) -> None:
+        """Give a spare still starting the workers' CPU priority (a failure waits for it)."""
+        try:
+            priority.restore(pid, priority.current())
+        except OSError as error:
+            print(f"yoco agent: could not raise spare {pid}'s priority: {error}", flush=True)
+
+    def _start(self, command: list[str], extra_env: dict[str, str]) -> subprocess.Popen:
         with self._lock:
             index = len(self.processes)
             env = dict(os.environ)
@@ -72,9 +91,10 @@ class LocalProcesses:
                 YOCO_COORDINATOR=self.coordinator,
                 YOCO_LOCAL_INDEX=str(index),
                 YOCO_NODE=self.node,
+                **extra_env,
             )
             # Own session: kill() can then end a process and anything it started.
-            process = subprocess.Popen(self.command, env=env, start_new_session=True)
+            process = subprocess.Popen(command, env=env, start_new_session=True)
             self.processes.append(process)
         threading.Thread(target=self._watch, args=(process,), daemon=True).start()
         return process
@@ -93,11 +113,13 @@ class LocalProcesses:
             except ProcessLookupError:
                 pass
 
-    def wait_all(self, timeout_s: float) -> None:
-        """Let processes finish (workers save their results after the loop), then end any
-        that are left."""
+    def wait_all(self, timeout_s: float, pids: set[int] | None = None) -> None:
+        """Let the processes `pids` (default all) finish (workers save their results after
+        the loop), then end any that are left (e.g. a spare still starting)."""
         deadline = time.monotonic() + timeout_s
         for process in list(self.processes):
+            if pids is not None and process.pid not in pids:
+                continue
             try:
                 process.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
@@ -113,11 +135,15 @@ class LocalProcesses:
             process.wait()
 
 
-def run_local_job(settings, sink, command: list[str], processes: int, respawn: bool) -> str:
-    """`yoco-agent run` (and `coordinator`, with no command): a coordinator in this process and
-    `processes` local processes running `command`, until the job ends; its job.finished status.
-    Needs only torch and the standard library, like everything a job runs."""
+def run_local_job(
+    settings, sink, command: list[str], workers: int, spares: int, respawn: bool
+) -> str:
+    """`yoco-agent run` (and `coordinator`, with no command): a coordinator in this process,
+    `workers` local processes running `command` and, once they train, `spares` standby ones,
+    until the job ends; its job.finished status. Needs only torch and the standard library,
+    like everything a job runs."""
     from agent.coordinator import Coordinator
+    from agent.spares import SpareSupply
 
     local = LocalProcesses(command, "") if command else None
     coordinator = Coordinator(
@@ -125,19 +151,26 @@ def run_local_job(settings, sink, command: list[str], processes: int, respawn: b
         sink,
         spawn=local.start if (local and respawn) else None,
         kill=local.kill if local else None,
+        # Spares start once the workers train, so that they do not delay the first step.
+        spare_supply=SpareSupply(local.start_spare, spares, local.hurry)
+        if local and spares
+        else None,
     )
     print(f"yoco agent: coordinator at {coordinator.address}", flush=True)
     if local is not None:
         local.coordinator = coordinator.address
         local.on_exit = coordinator.process_exited
-        for _ in range(processes):
+        for _ in range(workers):
             local.start()
     status = "failed"
     try:
         status = coordinator.run()
     finally:
         if local is not None and status == "completed":
-            local.wait_all(timeout_s=60)  # workers may still be saving their results
+            # Workers may still be saving their results; spares (one may still be starting)
+            # have nothing to finish.
+            ranks = {m["pid"] for m in coordinator.status()["members"] if m["role"] == "worker"}
+            local.wait_all(timeout_s=60, pids=ranks)
         elif local is not None:
             local.stop_all()
         sink.close()
@@ -178,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         status_file=args.status_file,
     )
     outcome = run_local_job(
-        settings, JsonlSink(args.events), command, args.workers + args.spares, respawn=True
+        settings, JsonlSink(args.events), command, args.workers, args.spares, respawn=True
     )
     return 0 if outcome == "completed" else 1
 

@@ -33,7 +33,7 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader
 
-from agent import checkpoint
+from agent import checkpoint, priority
 from agent.loader import LoaderPosition
 from agent.protocol import Channel, ChannelClosed, error_text, split_address
 from agent.reducer import FlatReducer
@@ -327,6 +327,9 @@ class Run:
         while True:
             command = self._commands.get()
             kind = command["type"]
+            if self.role == "spare" and kind in ("recv_state", "resume"):
+                # Becoming a rank: a spare waited at a lower CPU priority (agent/priority.py).
+                priority.restore_normal()
             if kind == "send_state":
                 self._send_state(command)
             elif kind == "recv_state":

@@ -1,26 +1,37 @@
 """Benchmarks for the YOCO agent (not a test). Writes bench/results/agent.json.
 
-    .venv/bin/python bench/agent.py [--quick]
+    .venv/bin/python bench/agent.py [--repeats 5] [--sizes 100MB,1GB] [--transfer-mib 1024]
 
-* memcpy_gbps, tcp_gbps, gloo_p2p_gbps: what the machine can move, 1 GiB each; gloo is the best
-  of several chunkings with every send in flight at once.
-* migration_gbps: agent.transport streaming a 1 GiB state (64 tensors) between two processes,
-  checksums included: the same path a migration takes. Measured in the same two processes as
-  the raw gloo rates, alternating round by round; best round of each, and the per-round ratio.
+Every measurement below runs ``--repeats`` times, interleaved (round-robin over the
+measurements, each round in a rotated order, so that a change in machine load hits all alike);
+each figure is reported as median, min and max over the repeats.
+
+* memcpy_gbps, tcp_gbps, gloo_p2p_gbps: what the machine can move, 1 GiB each (--transfer-mib);
+  gloo is the best of several chunkings with every send in flight at once.
+* migration_gbps: agent.transport streaming a state of that size (64 tensors) between two
+  processes, checksums included: the same path a migration takes. Measured in the same two
+  processes as the raw gloo rates, one after the other; migration_vs_gloo is the ratio within
+  each repeat.
 * overhead_ratio: median step time of the agent's training step (bucketed all-reduce overlapping
   backward, the per-rank mirror riding along) over plain DDP, 2 ranks, same model, measured in
   the same processes in alternating blocks of steps.
 * recovery_s: SIGKILL of a worker -> next completed step, through the real launcher and
-  coordinator, for states of 100 MB, 1 GB and 4 GB; recovery_detail splits it into kill ->
-  job resumed and the ordinary step time of that job (the floor of the remainder).
+  coordinator, with a spare ready, for states of each size (4GB needs ~16 GiB of memory:
+  ``--sizes 100MB,1GB,4GB``); recovery_kill_to_resumed_s (kill -> job resumed) and
+  recovery_step_s (the job's ordinary step time, the floor of the remainder) split it.
+
+Every wait has a timeout and every process started is ended on error; every port is bound by
+the process that listens on it (port 0) and handed to the others.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import datetime
 import json
 import os
-import platform
+import queue
 import signal
 import socket
 import subprocess
@@ -38,21 +49,73 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from agent.launcher import kill_listed_processes  # noqa: E402
+from bench.common import git_commit, interleaved, spreads, wait_until, write_result  # noqa: E402
 
-GIB = 1 << 30
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+SIZES = {"100MB": 100 * 10**6, "1GB": 10**9, "4GB": 4 * 10**9}
+TIMEOUT_S = 300.0  # any one measurement; --timeout
 
 
-def memcpy_gbps() -> float:
-    a = torch.ones(GIB, dtype=torch.uint8)
+def log(msg: str) -> None:
+    print(f"[agent bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# --------------------------------------------------------------------------- child processes
+
+
+@contextlib.contextmanager
+def _children(target, args_per_child: list[tuple]):
+    """One spawned process per entry, running `target(*args, messages)`; yields the messages
+    queue and the processes, and ends the processes however the block ends."""
+    ctx = mp.get_context("spawn")
+    messages = ctx.Queue()
+    children = [ctx.Process(target=target, args=(*args, messages)) for args in args_per_child]
+    try:
+        for child in children:
+            child.start()
+        yield messages, children
+    finally:
+        for child in children:
+            child.join(timeout=30)
+            if child.is_alive():
+                child.kill()
+                child.join(timeout=10)
+
+
+def _receive(messages, children, what: str):
+    """The next message from the children, within the timeout; an error as soon as one dies."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        try:
+            return messages.get(timeout=1)
+        except queue.Empty:
+            dead = [c.exitcode for c in children if c.exitcode not in (None, 0)]
+            if dead:
+                raise RuntimeError(f"{what}: a child process died (exit {dead})") from None
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{what}: nothing within {TIMEOUT_S:g} s") from None
+
+
+def _store_server() -> dist.TCPStore:
+    """A TCPStore served by this (the parent) process on a port it binds itself; the children
+    connect to its port."""
+    return dist.TCPStore(
+        "127.0.0.1", 0, is_master=True, wait_for_workers=False,
+        timeout=datetime.timedelta(seconds=60),
+    )  # fmt: skip
+
+
+def _store_client(port: int) -> dist.TCPStore:
+    return dist.TCPStore("127.0.0.1", port, is_master=False, timeout=datetime.timedelta(seconds=60))
+
+
+# --------------------------------------------------------------------------- measurements
+
+
+def memcpy_gbps(nbytes: int) -> dict:
+    a = torch.ones(nbytes, dtype=torch.uint8)
     b = torch.zeros_like(a)
     best = min(_timed(lambda: b.copy_(a)) for _ in range(3))
-    return GIB / best / 1e9
+    return {"memcpy_gbps": nbytes / best / 1e9}
 
 
 def _timed(fn) -> float:
@@ -61,42 +124,33 @@ def _timed(fn) -> float:
     return time.perf_counter() - t
 
 
-def _tcp_receiver(port: int, result) -> None:
-    buf = memoryview(bytearray(GIB))
-    with socket.create_server(("127.0.0.1", port)) as server:
+def _tcp_receiver(nbytes: int, messages) -> None:
+    """Listens on a port it binds itself, says which, receives `nbytes`, says how fast."""
+    buf = memoryview(bytearray(nbytes))
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(60)
+        messages.put(server.getsockname()[1])
         conn, _ = server.accept()
+        conn.settimeout(60)
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
         got, t = 0, time.perf_counter()
-        while got < GIB:
-            got += conn.recv_into(buf[got:], min(GIB - got, 4 << 20))
-        result.put(GIB / (time.perf_counter() - t) / 1e9)
+        while got < nbytes:
+            n = conn.recv_into(buf[got:], min(nbytes - got, 4 << 20))
+            if not n:
+                raise ConnectionError(f"sender closed after {got} bytes")
+            got += n
+        messages.put({"tcp_gbps": nbytes / (time.perf_counter() - t) / 1e9})
 
 
-def tcp_gbps() -> float:
-    port = free_port()
-    ctx = mp.get_context("spawn")
-    result = ctx.Queue()
-    receiver = ctx.Process(target=_tcp_receiver, args=(port, result))
-    receiver.start()
-    data = memoryview(bytearray(GIB))
-    for _ in range(100):
-        try:
-            sock = socket.create_connection(("127.0.0.1", port))
-            break
-        except OSError:
-            time.sleep(0.1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
-    for start in range(0, GIB, 4 << 20):
-        sock.sendall(data[start : start + (4 << 20)])
-    value = result.get()
-    sock.close()
-    receiver.join()
-    return value
-
-
-def _pair(rank: int, port: int):
-    store = dist.TCPStore("127.0.0.1", port, 2, rank == 0, timeout=datetime.timedelta(seconds=60))
-    return dist.ProcessGroupGloo(store, rank, 2, datetime.timedelta(seconds=120))
+def tcp_gbps(nbytes: int) -> dict:
+    with _children(_tcp_receiver, [(nbytes,)]) as (messages, children):
+        port = _receive(messages, children, "tcp receiver port")
+        data = memoryview(bytearray(nbytes))
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+            for start in range(0, nbytes, 4 << 20):
+                sock.sendall(data[start : start + (4 << 20)])
+        return _receive(messages, children, "tcp receiver")
 
 
 def _gloo_send_recv(group, rank: int, buf: torch.Tensor, pieces: int) -> float:
@@ -109,49 +163,48 @@ def _gloo_send_recv(group, rank: int, buf: torch.Tensor, pieces: int) -> float:
         works = [group.recv([c], 0, i) for i, c in enumerate(chunks)]
     for w in works:
         w.wait()
-    return GIB / (time.perf_counter() - t) / 1e9
+    return buf.numel() / (time.perf_counter() - t) / 1e9
 
 
-def _transfer_peer(rank: int, port: int, chunkings: list[int], rounds: int, result) -> None:
+def _transfer_peer(rank: int, port: int, chunkings: list[int], nbytes: int, result) -> None:
     """Raw gloo send/recv (every chunk in flight at once) and the agent's migration stream, on
-    the same pair of processes and for the same 1 GiB, alternating round by round so that both
-    see the same machine load. The state is 64 tensors of 16 MiB, received in place."""
+    the same pair of processes and for the same 1 GiB, one after the other so that both see
+    the same machine load. The state is 64 float tensors, received in place."""
     from agent.transport import recv_state, send_state
 
     torch.set_num_threads(1)
-    group = _pair(rank, port)
-    buf = torch.ones(GIB, dtype=torch.uint8) if rank == 0 else torch.zeros(GIB, dtype=torch.uint8)
+    group = dist.ProcessGroupGloo(_store_client(port), rank, 2, datetime.timedelta(seconds=120))
+    fill = torch.ones if rank == 0 else torch.zeros
+    buf = fill(nbytes, dtype=torch.uint8)
     tensors = 64
-    size = GIB // 4 // tensors
+    size = nbytes // 4 // tensors
     state = {"model": {f"w{i}": torch.full((size,), float(rank)) for i in range(tensors)}}
-    gloo: dict[int, list[float]] = {pieces: [] for pieces in chunkings}
-    migration: list[float] = []
-    for _ in range(rounds):
-        for pieces in chunkings:
-            gloo[pieces].append(_gloo_send_recv(group, rank, buf, pieces))
-        group.barrier().wait()
-        t = time.perf_counter()
-        if rank == 0:
-            send_state(group, state)
-        else:
-            received = recv_state(group, state)
-            assert torch.equal(received.state["model"]["w0"], torch.zeros(size))
-        migration.append(GIB / (time.perf_counter() - t) / 1e9)
+    gloo = {str(pieces): _gloo_send_recv(group, rank, buf, pieces) for pieces in chunkings}
+    group.barrier().wait()
+    t = time.perf_counter()
+    if rank == 0:
+        send_state(group, state)
+    else:
+        received = recv_state(group, state)
+        assert torch.equal(received.state["model"]["w0"], torch.zeros(size))
+    migration = nbytes / (time.perf_counter() - t) / 1e9
     if rank == 1:
-        result.put({"gloo": gloo, "migration": migration})
+        best = max(gloo.values())
+        result.put(
+            {
+                "gloo_p2p_gbps": best,
+                "gloo_p2p_by_chunks": gloo,
+                "migration_gbps": migration,
+                "migration_vs_gloo": migration / best,
+            }
+        )
 
 
-def _two_processes(target, *args):
-    ctx = mp.get_context("spawn")
-    result = ctx.Queue()
-    port = free_port()
-    procs = [ctx.Process(target=target, args=(r, port, *args, result)) for r in range(2)]
-    for p in procs:
-        p.start()
-    value = result.get()
-    for p in procs:
-        p.join()
-    return value
+def transfer(nbytes: int) -> dict:
+    store = _store_server()
+    args = [(rank, store.port, [1, 16, 64, 128], nbytes) for rank in range(2)]
+    with _children(_transfer_peer, args) as (messages, children):
+        return _receive(messages, children, "transfer")
 
 
 def _step_time_peer(rank: int, port: int, steps: int, block: int, result) -> None:
@@ -161,7 +214,7 @@ def _step_time_peer(rank: int, port: int, steps: int, block: int, result) -> Non
     from agent.state import Registry, encode_per_rank
 
     torch.set_num_threads(1)
-    store = dist.TCPStore("127.0.0.1", port, 2, rank == 0, timeout=datetime.timedelta(seconds=60))
+    store = _store_client(port)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
 
     def build():
@@ -201,75 +254,96 @@ def _step_time_peer(rank: int, port: int, steps: int, block: int, result) -> Non
                 fn()
                 if i:  # the first block of each warms up
                     times[name].append(time.perf_counter() - t)
+    dist.destroy_process_group()
     if rank == 0:
-        result.put({name: sorted(ts)[len(ts) // 2] for name, ts in times.items()})
+        medians = {name: sorted(ts)[len(ts) // 2] for name, ts in times.items()}
+        result.put(
+            {
+                "overhead_ratio": medians["agent"] / medians["plain"],
+                "step_s": {"agent": medians["agent"], "plain_ddp": medians["plain"]},
+            }
+        )
 
 
-def overhead_ratio(steps: int) -> tuple[float, float, float]:
-    medians = _two_processes(_step_time_peer, steps, 5)
-    return medians["agent"] / medians["plain"], medians["agent"], medians["plain"]
+def overhead(steps: int) -> dict:
+    store = _store_server()
+    args = [(rank, store.port, steps, 5) for rank in range(2)]
+    with _children(_step_time_peer, args) as (messages, children):
+        return _receive(messages, children, "step time")
 
 
-def recovery_s(state_bytes: int) -> dict:
-    """Start 2 workers + 1 spare under the real launcher, SIGKILL rank 1, time until the
-    job's next completed step (written by the workers as they finish each step)."""
+def recovery(state_bytes: int) -> dict:
+    """Start 2 workers + 1 spare under the real launcher, wait for the spare to be ready,
+    SIGKILL rank 1, time until the job's next completed step (the workers mark each)."""
     tmp = Path(tempfile.mkdtemp(prefix="yoco-recovery-"))
-    marks = tmp / "steps.log"
-    marks.unlink(missing_ok=True)
-    status = tmp / "status.json"
-    status.unlink(missing_ok=True)
-    # SGD with momentum: state = parameters + momentum.
-    params = state_bytes // 8
+    marks, status, events = tmp / "steps.log", tmp / "status.json", tmp / "events.jsonl"
+    params = state_bytes // 8  # SGD with momentum: state = parameters + momentum
     env = dict(os.environ, PYTHONPATH=str(REPO), YOCO_BENCH_MARKS=str(marks))
     command = [
         sys.executable, "-m", "agent.cli", "run", "--workers", "2", "--spares", "1",
-        "--events", str(tmp / "events.jsonl"), "--status-file", str(status),
-        "--heartbeat-timeout", "5", "--", sys.executable, __file__, "worker", str(params),
+        "--events", str(events), "--status-file", str(status),
+        "--heartbeat-timeout", "5", "--join-timeout", str(TIMEOUT_S),
+        "--", sys.executable, __file__, "worker", str(params),
     ]  # fmt: skip
-    launcher = subprocess.Popen(command, cwd=REPO, env=env, start_new_session=True,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    with open(tmp / "launcher.log", "wb") as out:
+        launcher = subprocess.Popen(
+            command, cwd=REPO, env=env, start_new_session=True, stdout=out,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+    def read_marks() -> list[str]:
+        if launcher.poll() is not None:
+            raise RuntimeError(f"the job ended early; see {tmp / 'launcher.log'}")
+        return marks.read_text().split() if marks.exists() else []
+
+    def spare_ready() -> bool:
+        try:
+            members = json.loads(status.read_text())["members"]
+        except (OSError, ValueError, KeyError):
+            return False
+        return any(m["role"] == "spare" and m["ready"] for m in members)
+
     try:
-        while not (marks.exists() and len(marks.read_text().split()) >= 8):
-            time.sleep(0.05)
+        wait_until(lambda: len(read_marks()) >= 8 and spare_ready(), TIMEOUT_S, "8 steps")
         pid = next(m["pid"] for m in json.loads(status.read_text())["members"]
                    if m["role"] == "worker" and m["rank"] == 1)  # fmt: skip
-        before = len(marks.read_text().split())
+        before = len(read_marks())
         killed = time.time()
         os.kill(pid, signal.SIGKILL)
-        while True:
-            lines = marks.read_text().split()
-            after = [float(x.split(",")[1]) for x in lines[before:] if x]
-            resumed = [t for t in after if t > killed + 0.0]
-            events = (tmp / "events.jsonl").read_text() if (tmp / "events.jsonl").exists() else ""
-            if resumed and "job.resumed" in events:
-                break
-            time.sleep(0.02)
-        # The parts: kill -> the job resumed (state moved, group re-formed), and one ordinary
-        # step before the kill (the next completed step cannot come sooner than that).
+
+        def resumed_and_stepped():
+            after = [float(x.split(",")[1]) for x in read_marks()[before:] if x]
+            text = events.read_text() if events.exists() else ""
+            return "job.resumed" in text and [t for t in after if t > killed]
+
+        after = wait_until(resumed_and_stepped, TIMEOUT_S, "the first step after the kill")
         resumed_at = next(
             datetime.datetime.fromisoformat(e["time"]).timestamp()
-            for e in map(json.loads, events.splitlines())
+            for e in map(json.loads, events.read_text().splitlines())
             if e["type"].endswith("job.resumed")
         )
         done: dict[int, float] = {}
-        for line in lines[:before]:
+        for line in read_marks()[:before]:
             step, t = line.split(",")
             done[int(step)] = max(done.get(int(step), 0.0), float(t))
         ends = [done[k] for k in sorted(done)]
         gaps = sorted(b - a for a, b in zip(ends, ends[1:], strict=False))
         return {
-            "kill_to_next_step_s": max(0.0, min(resumed) - killed),
+            "kill_to_next_step_s": max(0.0, min(after) - killed),
             "kill_to_resumed_s": max(0.0, resumed_at - killed),
             "step_s": gaps[len(gaps) // 2],
         }
     finally:
-        os.killpg(launcher.pid, signal.SIGKILL)
-        launcher.wait()
+        try:
+            os.killpg(launcher.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        launcher.wait(timeout=30)
         kill_listed_processes(status)
 
 
 def worker(params: int) -> None:
-    """The training script recovery_s runs: one big layer, tiny batch, a mark per step."""
+    """The training script recovery() runs: one big layer, tiny batch, a mark per step."""
     import agent
 
     run = agent.attach()
@@ -278,61 +352,69 @@ def worker(params: int) -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-6, momentum=0.9)
     run.register(model=model, optimizer=optimizer)
     x = torch.randn(1, params // 1024)
-    marks = open(os.environ["YOCO_BENCH_MARKS"], "a")  # noqa: SIM115
-    for step in run.steps(10**9):
-        model(x).sum().backward()
-        if run.step():
-            marks.write(f"{step},{time.time()}\n")
-            marks.flush()
-        time.sleep(0.02)
+    with open(os.environ["YOCO_BENCH_MARKS"], "a") as marks:
+        for step in run.steps(10**9):
+            model(x).sum().backward()
+            if run.step():
+                marks.write(f"{step},{time.time()}\n")
+                marks.flush()
+            time.sleep(0.02)
+
+
+# --------------------------------------------------------------------------- main
 
 
 def main() -> None:
+    global TIMEOUT_S
     if sys.argv[1:2] == ["worker"]:
         worker(int(sys.argv[2]))
         return
-    quick = "--quick" in sys.argv
-    results: dict = {
-        "machine": {
-            "cpu": platform.processor() or platform.machine(),
-            "cores": os.cpu_count(),
-            "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB),
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "device": "cpu (gloo over loopback)",
-        }
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--repeats", type=int, default=5, help="runs of each measurement")
+    p.add_argument("--sizes", default="100MB,1GB", help=f"recovery states, of {','.join(SIZES)}")
+    p.add_argument("--overhead-steps", type=int, default=40, help="per repeat and kind of step")
+    p.add_argument("--transfer-mib", type=int, default=1024, help="memcpy, tcp, gloo, migration")
+    p.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds per measurement")
+    p.add_argument("--output", type=Path, help="default bench/results/agent.json")
+    args = p.parse_args()
+    TIMEOUT_S = args.timeout
+    # SIGTERM ends the run through every `finally`, so no child outlives it.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(f"agent bench: signal {signum}"))
+    commit = git_commit()  # the code measured, before anything can change the work tree
+    sizes = args.sizes.split(",")
+    nbytes = args.transfer_mib << 20
+    started = time.monotonic()
+    configurations = {
+        "memcpy": lambda: memcpy_gbps(nbytes),
+        "tcp": lambda: tcp_gbps(nbytes),
+        "transfer": lambda: transfer(nbytes),
+        "overhead": lambda: overhead(args.overhead_steps),
+        **{f"recovery_{size}": (lambda size=size: recovery(SIZES[size])) for size in sizes},
     }
-    results["memcpy_gbps"] = round(memcpy_gbps(), 3)
-    results["tcp_gbps"] = round(tcp_gbps(), 3)
-    chunkings = [1, 16, 64, 128]
-    rounds = 2 if quick else 4
-    transfer = _two_processes(_transfer_peer, chunkings, rounds)
-    gloo, migration = transfer["gloo"], transfer["migration"]
-    results["gloo_p2p_by_chunks"] = {str(k): round(max(v), 3) for k, v in gloo.items()}
-    results["gloo_p2p_gbps"] = round(max(max(v) for v in gloo.values()), 3)
-    results["migration_gbps"] = round(max(migration), 3)
-    results["migration_vs_gloo"] = round(results["migration_gbps"] / results["gloo_p2p_gbps"], 3)
-    results["migration_vs_memcpy"] = round(results["migration_gbps"] / results["memcpy_gbps"], 3)
-    # Per round, migration over the best raw gloo of the same round: robust to machine load.
-    per_round = [m / max(v[r] for v in gloo.values()) for r, m in enumerate(migration)]
-    results["transfer_rounds"] = {
-        "gloo_best_gbps": [round(max(v[r] for v in gloo.values()), 3) for r in range(rounds)],
-        "migration_gbps": [round(m, 3) for m in migration],
-        "migration_vs_gloo": [round(x, 3) for x in per_round],
+    try:
+        raw = interleaved(configurations, args.repeats, log)
+    except (RuntimeError, TimeoutError, OSError) as error:
+        sys.exit(f"agent bench: FAILED, nothing written: {error}")
+    figures = {name: spreads(runs) for name, runs in raw.items()}
+    recovery_figures = {size: figures[f"recovery_{size}"] for size in sizes}
+    results = {
+        "repeats": args.repeats,
+        "transfer_mib": args.transfer_mib,
+        "machine": {"device": "cpu (gloo over loopback)"},
+        **figures["memcpy"],
+        **figures["tcp"],
+        **figures["transfer"],
+        **figures["overhead"],
+        "recovery_s": {s: f["kill_to_next_step_s"] for s, f in recovery_figures.items()},
+        "recovery_kill_to_resumed_s": {
+            s: f["kill_to_resumed_s"] for s, f in recovery_figures.items()
+        },
+        "recovery_step_s": {s: f["step_s"] for s, f in recovery_figures.items()},
+        "bench_wall_s": round(time.monotonic() - started, 1),
     }
-    ratio, agent_s, plain_s = overhead_ratio(30 if quick else 100)
-    results["overhead_ratio"] = round(ratio, 4)
-    results["step_s"] = {"agent": round(agent_s, 5), "plain_ddp": round(plain_s, 5)}
-    sizes = {"100MB": 100 * 10**6, "1GB": 10**9} if quick else {
-        "100MB": 100 * 10**6, "1GB": 10**9, "4GB": 4 * 10**9}  # fmt: skip
-    detail = {name: recovery_s(size) for name, size in sizes.items()}
-    results["recovery_s"] = {n: round(d["kill_to_next_step_s"], 3) for n, d in detail.items()}
-    results["recovery_detail"] = {
-        n: {k: round(v, 3) for k, v in d.items()} for n, d in detail.items()
-    }
-    out = REPO / "bench" / "results" / "agent.json"
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results, indent=2))
+    path = write_result("agent", results, commit, args.output)
+    log(f"wrote {path}")
+    print(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

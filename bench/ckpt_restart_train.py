@@ -4,7 +4,8 @@
         --steps 600 --ckpt-dir /tmp/ckpt --ckpt-every 25 --progress-dir /tmp/progress
 
 The same model, optimizer, schedule, data and seed as agent/examples/gpt.py (the YOCO run), in
-the usual way: DDP over gloo, a DCP checkpoint every ``--ckpt-every`` steps, and on any failure
+the usual way: DDP over gloo, a DCP checkpoint every ``--ckpt-every`` steps (0: never, the
+failure-free torchrun reference), and on any failure
 torchrun restarts every worker, which resume from the newest complete checkpoint (the work since
 then is recomputed). Each rank publishes its progress (``progress-dir/rank{r}.json``: pid, the
 step it resumed from, steps completed, seconds spent writing checkpoints) for the benchmark.
@@ -54,7 +55,9 @@ def build(args: argparse.Namespace):
 
 
 class Progress:
-    """progress-dir/rank{r}.json, replaced atomically; read by bench/goodput.py."""
+    """progress-dir/rank{r}.json, replaced atomically; read by bench/goodput.py. Every system's
+    training script publishes the same way: the pid holding the rank, the step it started at,
+    steps completed, and the wall-clock time (time.time()) its first step completed."""
 
     def __init__(self, directory: Path, rank: int, start: int):
         directory.mkdir(parents=True, exist_ok=True)
@@ -64,6 +67,8 @@ class Progress:
 
     def write(self, **fields) -> None:
         self.state.update(fields)
+        if "first_step_at" not in self.state and self.state["step"] > self.state["start"]:
+            self.state["first_step_at"] = time.time()
         tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(self.state))
         os.replace(tmp, self.path)

@@ -17,6 +17,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.common import is_spread  # noqa: E402
 from bench.savings_model import Scenario, compare, format_table, scaling_table  # noqa: E402
 
 RESULTS = REPO / "bench" / "results"
@@ -34,12 +35,17 @@ SYSTEM_NAMES = {
     "yoco": "YOCO live migration",
     "checkpoint_restart": "checkpoint-restart (DCP + torchrun)",
     "torchft": "TorchFT",
+    "torchrun": "plain torchrun, no failures (reference)",
 }
 
 
 def _v(value) -> str:
     if value is None:
         return "—"
+    if is_spread(value):  # repeated measurements: median [min–max]
+        if value["median"] is None:
+            return "—"
+        return f"{_v(value['median'])} [{_v(value['min'])}–{_v(value['max'])}]"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
@@ -57,7 +63,7 @@ def _met(flag) -> str:
 
 def _machine(doc: dict) -> str:
     m = doc.get("machine") or {}
-    parts = [f"{k}: {_v(m[k])}" for k in sorted(m)]
+    parts = [f"{k}: {_v(m[k])}" for k in sorted(m) if m[k] is not None]
     line = "Machine: " + (", ".join(parts) if parts else "not recorded")
     extra = [f"measured {doc['measured_at']}" if doc.get("measured_at") else ""]
     extra.append(f"commit {doc['git_commit']}" if doc.get("git_commit") else "")
@@ -71,7 +77,7 @@ def _flatten(doc: dict, prefix: str = "", depth: int = 0) -> list[tuple[str, obj
         if not prefix and key in META:
             continue
         value, name = doc[key], f"{prefix}{key}"
-        if isinstance(value, dict) and depth < 1 and value:
+        if isinstance(value, dict) and depth < 1 and value and not is_spread(value):
             rows += _flatten(value, f"{name}.", depth + 1)
         else:
             rows.append((name, value))
@@ -155,13 +161,14 @@ def _render_generic(name: str, doc: dict) -> list[str]:
 def _render_goodput(doc: dict) -> list[str]:
     cfg, ck = doc.get("config", {}), doc.get("checkpoint", {})
     lines = [
-        f"The same job ({cfg.get('workers', '?')} workers, agent/examples/gpt.py "
+        f"The same job ({cfg.get('workers', '?')} workers, agent/examples/gpt.py's model "
         f"`{cfg.get('model', '')}`, {_v(cfg.get('steps'))} steps, seed {cfg.get('seed', 0)}) "
         f"with {doc.get('failures')} SIGKILLs of a worker process, about one every "
         f"{_v(cfg.get('kill_every_steps'))} steps (seeded (step, rank): "
-        f"{_v([[s.get('step'), s.get('rank')] for s in cfg.get('schedule', [])])}). "
-        "Failure-free wall time of "
-        f"the reference job (YOCO, no failures): **{_v(doc.get('failure_free_wall_s'))} s**.",
+        f"{_v([[s.get('step'), s.get('rank')] for s in cfg.get('schedule', [])])}). Every "
+        f"figure is the median [min–max] of {_v(doc.get('repeats'))} runs of each "
+        "configuration, interleaved round-robin so that changes in machine load hit every "
+        "system alike.",
         "",
     ]
     if ck:
@@ -173,27 +180,32 @@ def _render_goodput(doc: dict) -> list[str]:
             "checkpoint intervals per failure).",
             "",
         ]
+    columns = [
+        ("wall with failures (s)", "wall_s"),
+        ("tokens/s with failures", "tokens_per_s"),
+        ("failure-free wall (s)", "failure_free_wall_s"),
+        ("failure-free tokens/s", "failure_free_tokens_per_s"),
+        ("time to first step (s)", "time_to_first_step_s"),
+        ("time lost per failure (s)", "time_lost_per_failure_s"),
+        ("… vs plain torchrun (s)", "time_lost_per_failure_vs_torchrun_s"),
+        ("steps recomputed", "steps_recomputed"),
+        ("ETTR", "ettr"),
+        ("kills landed", "failures_injected"),
+    ]
     lines += [
-        "| system | wall (s) | failure-free wall (s) | kills landed | time lost per failure (s) "
-        "| steps recomputed | ETTR | tokens/s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| system | " + " | ".join(title for title, _ in columns) + " |",
+        "|---|" + "---:|" * len(columns),
     ]
     for key, figures in doc.get("systems", {}).items():
-        label = SYSTEM_NAMES.get(key, key)
-        if "error" in figures:
-            lines.append(f"| {label} | did not run: {_v(figures['error'])} | | | | | | |")
-            continue
-        lines.append(
-            f"| {label} | {_v(figures.get('wall_s'))} | {_v(figures.get('failure_free_wall_s'))} "
-            f"| {_v(figures.get('failures_injected'))} "
-            f"| {_v(figures.get('time_lost_per_failure_s'))} "
-            f"| {_v(figures.get('steps_recomputed'))} | {_v(figures.get('ettr'))} "
-            f"| {_v(figures.get('tokens_per_s'))} |"
-        )
+        cells = [_v(figures.get(field)) for _, field in columns]
+        lines.append(f"| {SYSTEM_NAMES.get(key, key)} | " + " | ".join(cells) + " |")
     lines.append("")
     targets = doc.get("targets", {})
     if targets:
-        lines += ["| target | measured | target | result |", "|---|---:|---:|---|"]
+        lines += [
+            "| target (on medians) | measured | target | result |",
+            "|---|---:|---:|---|",
+        ]
         for key, spec in targets.items():
             lines.append(
                 f"| {key} | {_v(spec.get('value'))} | {spec.get('target', '')} "
@@ -201,12 +213,15 @@ def _render_goodput(doc: dict) -> list[str]:
             )
         lines.append("")
     lines += [
-        "How each system runs (`bench/goodput.py`; every run also once without failures, its "
-        "own baseline):",
+        "How each system runs (`bench/goodput.py`; each also runs once per round without "
+        "failures, its own baseline; every training script publishes its progress the same "
+        "way, read every 20 ms):",
         "",
-        "* **YOCO**: `yoco-agent run --workers 2 --spares F` (one standby spare per failure: "
-        "spares are not replenished within a run); the kill hits the worker pid from the "
-        "agent's `--status-file`; the spare takes the rank over from a live replica, no rollback.",
+        "* **YOCO**: `bench/yoco_train.py` (the model-aware job) under `yoco-agent run "
+        "--workers 2 --spares F` (one standby spare per failure: spares are not replenished "
+        "within a run). The spares start once the workers train, one at a time, at a lower CPU "
+        "priority; a failure that finds no spare ready waits for the one starting. The spare "
+        "takes the rank over from a live replica, no rollback.",
         "* **checkpoint-restart**: `bench/ckpt_restart_train.py` (plain DDP over gloo, the same "
         "model, optimizer, schedule, data and seed) under `torchrun --max-restarts`; a "
         "`torch.distributed.checkpoint` every C steps, C from the Young/Daly rule "
@@ -217,27 +232,23 @@ def _render_goodput(doc: dict) -> list[str]:
         "replica group of one process per worker, each under its own `torchrun "
         "--max-restarts`. A dead group is dropped from the quorum, the survivor goes on "
         "short-handed and the restarted group fetches the state from it; the job ends when "
-        "steps × groups batches are committed, so short-handed steps are made up. Installed on "
-        "demand: `pip install --no-deps torchft-nightly` and `pip install opentelemetry-api "
-        "opentelemetry-sdk opentelemetry-exporter-otlp-proto-http` (torchft 0.2.0 crashes the "
-        "surviving replica on a peer kill: `AssertionError` at ddp.py:76).",
-        "* The schedule's proportions: at this job size a failure every ~15 Young/Daly "
-        "intervals (the brief) would need ~1,500 steps between failures; the run uses the "
-        "interval count shown above (the published 1,024-GPU figure, 7.9 h ÷ 1.5 h, is ~5). "
-        "`bench/goodput.py --steps N` runs a longer schedule.",
-        "* Time lost per failure is measured against each system's own failure-free run, so "
-        "it is the cost of the failures alone. The systems' failure-free runs differ: YOCO's "
-        "has 2 workers + 6 standby spares + the coordinator on 2 cores, and start-up (process "
-        "launch, imports, rendezvous) is a large share of every wall time at this job size, "
-        "which is also why every ETTR here is far below 1. A kill whose target is down "
-        "(TorchFT: a group still restarting) waits for it to be back, so the actual kill steps "
-        "(`kills` in the JSON) can differ between systems.",
+        "steps × groups batches are committed, so short-handed steps are made up. Installed "
+        'by the project\'s `[bench]` extra (`pip install -e ".[bench]"`, or '
+        "`YOCO_BENCH=1 bash .ci/setup`); the benchmark refuses to run without it.",
+        "* **plain torchrun**: `bench/ckpt_restart_train.py` without checkpoints and without "
+        "failures: the job with no fault tolerance at all, the reference for time to first "
+        "step and for wall time.",
+        "* Time lost per failure is measured against the system's own failure-free run of the "
+        "same round (the cost of the failures alone) and against plain torchrun's (what a "
+        "buyer compares: start-up, spares and coordinator included). At this job size start-up "
+        "(process launch, imports, rendezvous) is a large share of every wall time, which is "
+        "why every ETTR here is far below 1. A kill whose target is down (TorchFT: a group "
+        "still restarting) waits for it to be back, so the actual kill steps (`kills` in the "
+        "JSON) can differ between systems.",
         "",
     ]
     for key, text in doc.get("definitions", {}).items():
         lines.append(f"* `{key}`: {text}.")
-    for note in doc.get("notes", []):
-        lines.append(f"* {note}")
     return lines
 
 
@@ -269,9 +280,10 @@ def render(results: Path = RESULTS) -> str:
         "<!-- GENERATED by bench/render.py from bench/results/*.json — do not edit by hand; "
         "run `.venv/bin/python bench/render.py` -->",
         "",
-        "Each section comes from one results file, with the machine that produced it. Figures "
-        "measured on a shared 2-core CPU machine are noisy; targets are shown beside the "
-        "figures as met or missed.",
+        "Each section comes from one results file, with the machine and the commit that "
+        "produced it. A figure written `median [min–max]` is the spread of repeated runs; "
+        "targets are judged on the medians and shown beside the figures as met or missed. "
+        "Figures measured on a shared 2-core CPU machine are noisy.",
         "",
     ]
     for name in names:

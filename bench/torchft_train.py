@@ -1,7 +1,7 @@
 """The TorchFT baseline of bench/goodput.py: one replica group (of one process) per worker.
 
-    torchft_lighthouse --min_replicas 1 --bind 127.0.0.1:29510 &
-    REPLICA_GROUP_ID=0 NUM_REPLICA_GROUPS=2 TORCHFT_LIGHTHOUSE=http://127.0.0.1:29510 \\
+    python bench/torchft_train.py lighthouse /tmp/lighthouse &   # address -> /tmp/lighthouse
+    REPLICA_GROUP_ID=0 NUM_REPLICA_GROUPS=2 TORCHFT_LIGHTHOUSE=$(cat /tmp/lighthouse) \\
         torchrun --standalone --nproc-per-node 1 --max-restarts 8 bench/torchft_train.py \\
         --steps 600 --progress-dir /tmp/progress
 
@@ -12,9 +12,8 @@ restarts it; the restarted group fetches the state from a live peer and rejoins.
 same amount of work as the other systems: it ends when ``steps × NUM_REPLICA_GROUPS`` batches
 have been committed (torchft's ``batches_committed``), so steps run short-handed are made up.
 
-Installed on demand (not a project dependency), without CUDA:
-``pip install --no-deps torchft-nightly`` then ``pip install opentelemetry-api opentelemetry-sdk
-opentelemetry-exporter-otlp-proto-http`` (its three other requirements).
+torchft comes with the project's [bench] extra: ``pip install -e ".[bench]"`` (torchft-nightly,
+pinned; the CPU torch already installed is kept).
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -33,7 +33,26 @@ from agent.examples.data import SyntheticTokens  # noqa: E402
 from bench.ckpt_restart_train import Progress, build, model_args  # noqa: E402
 
 
+def serve_lighthouse(address_file: Path) -> None:
+    """The lighthouse, on a port it binds itself (any free one): its address goes to
+    `address_file` once it listens; it serves until killed."""
+    from torchft.coordination import LighthouseServer
+
+    server = LighthouseServer(
+        bind="127.0.0.1:0", min_replicas=1, join_timeout_ms=1000, heartbeat_timeout_ms=1000
+    )
+    port = server.address().rsplit(":", 1)[1]
+    tmp = address_file.with_suffix(".tmp")
+    tmp.write_text(f"http://127.0.0.1:{port}")
+    os.replace(tmp, address_file)
+    while True:
+        time.sleep(3600)
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["lighthouse"]:
+        serve_lighthouse(Path(sys.argv[2]))
+        return
     p = argparse.ArgumentParser(description=__doc__)
     model_args(p)
     args = p.parse_args()
@@ -75,7 +94,8 @@ def main() -> None:
     progress = Progress(args.progress_dir, group, manager.current_step())
     target = args.steps * groups
     aborted = 0
-    while manager.batches_committed() < target:
+    # A group restarted while the others finish must not train the job again on its own.
+    while manager.batches_committed() < target and not done.exists():
         optimizer.zero_grad()  # starts the quorum (and any recovery from a peer)
         inputs, targets = data.next_batch()
         loss = ddp(inputs, targets)
@@ -92,7 +112,7 @@ def main() -> None:
             ft_step=manager.current_step(),
             aborted=aborted,
         )
-    done.touch()  # a group restarted from now on must not train the job again on its own
+    done.touch()
     manager.shutdown(wait=False)
 
 

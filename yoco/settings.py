@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "yoco.accounts",
     "yoco.events",
     "yoco.guarantee",
+    "yoco.notifications",
     "yoco.portal",
 ]
 
@@ -169,7 +170,33 @@ CELERY_BEAT_SCHEDULE = {
     "expire-pending": {"task": "yoco.guarantee.tasks.expire_pending_task", "schedule": 60.0},
     # Stored events a crash or a failed task left unprocessed: found within 30 s (SPEC 3).
     "process-pending": {"task": "yoco.guarantee.tasks.process_pending_task", "schedule": 30.0},
+    # Notifications whose task was lost or whose worker died mid-send (lease run out).
+    "deliver-notifications": {
+        "task": "yoco.notifications.tasks.deliver_due_notifications_task",
+        "schedule": 30.0,
+    },
 }
+
+# Notifications (SPEC 4.8): e-mail through Django's mail framework, printed to the console
+# unless EMAIL_HOST names an SMTP server; webhook retries back off exponentially.
+EMAIL_HOST = env_str("EMAIL_HOST", "")
+EMAIL_BACKEND = env_str(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.smtp.EmailBackend"
+    if EMAIL_HOST
+    else "django.core.mail.backends.console.EmailBackend",
+)
+EMAIL_PORT = env_int("EMAIL_PORT", 587, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", True)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10, minimum=1)
+EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH", "")
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "YOCO <notifications@yoco.invalid>")
+YOCO_NOTIFY_MAX_ATTEMPTS = env_int("YOCO_NOTIFY_MAX_ATTEMPTS", 8, minimum=1)
+YOCO_NOTIFY_BACKOFF_SECONDS = env_int("YOCO_NOTIFY_BACKOFF_SECONDS", 30, minimum=0)
+# A send waits this long for the receiver; a claim is held three times as long.
+YOCO_NOTIFY_SEND_TIMEOUT_SECONDS = env_int("YOCO_NOTIFY_SEND_TIMEOUT_SECONDS", 10, minimum=1)
 
 # Ingest: the largest request body and the most events one request may carry (413 past them).
 YOCO_INGEST_MAX_BYTES = env_int("YOCO_INGEST_MAX_BYTES", 5 * 1024 * 1024, minimum=1024)

@@ -7,11 +7,17 @@ from drf_spectacular.views import SpectacularAPIView
 
 from yoco.events.api.views import EventIngestView
 from yoco.guarantee.api.billing import BillingCreditAckView, BillingCreditListView
+from yoco.guarantee.api.disputes import IncidentDisputesView
 from yoco.guarantee.api.views import ContractYearsView, IncidentListView
 
 api_v1 = [
     path("api/v1/events", EventIngestView.as_view(), name="api-events"),
     path("api/v1/incidents", IncidentListView.as_view(), name="api-incidents"),
+    path(
+        "api/v1/incidents/<int:incident_id>/disputes",
+        IncidentDisputesView.as_view(),
+        name="api-incident-disputes",
+    ),
     path(
         "api/v1/contracts/<int:contract_id>/years",
         ContractYearsView.as_view(),

@@ -31,7 +31,7 @@ class Job(LaunchedJob):
         command = [
             PYTHON, "-m", "agent.cli", "run", "--workers", str(workers), "--spares", str(spares),
             "--events", str(tmp / "events.jsonl"), "--status-file", str(tmp / "status.json"),
-            "--cluster", "ci", "--job", tmp.name, "--join-timeout", "60",
+            "--cluster", "ci", "--job", tmp.name, "--join-timeout", "300",
             "--heartbeat-timeout", "3", *extra, "--",
             PYTHON, str(script or REPO / "agent/examples/gpt.py"), *script_args, "--out",
             str(tmp / "out"),

@@ -13,6 +13,11 @@ ENDPOINTS = {
         {"readToken", "cookieAuth"},
         {200, 401, 403, 404},
     ),
+    "/api/v1/incidents/{incident_id}/disputes": (
+        "post",
+        {"readToken", "cookieAuth"},
+        {201, 400, 401, 403, 404, 409},
+    ),
     "/api/v1/billing/credits": ("get", {"billingToken"}, {200, 400, 401, 403, 414}),
     "/api/v1/billing/credits/{credit_id}/ack": (
         "post",
@@ -60,7 +65,7 @@ def test_every_endpoint_names_its_authentication_and_status_codes(schema):
 def test_every_error_answer_is_a_detail(schema):
     for path, (method, _, codes) in ENDPOINTS.items():
         responses = schema["paths"][path][method]["responses"]
-        for code in codes - {200, 207, 414}:  # 414: gunicorn's own HTML page
+        for code in codes - {200, 201, 207, 414}:  # 414: gunicorn's own HTML page
             body = responses[str(code)]["content"]["application/json"]["schema"]
             assert body == {"$ref": "#/components/schemas/Error"}, (path, code)
     error = schema["components"]["schemas"]["Error"]
@@ -95,3 +100,9 @@ def test_an_unknown_api_url_answers_json(client, db):
     response = client.get("/api/v1/contracts/not-a-number/years")
     assert response.status_code == 404
     assert response.json() == {"detail": "Not found."}
+
+
+def test_disputes_listing_documents_its_answers(schema):
+    operation = schema["paths"]["/api/v1/incidents/{incident_id}/disputes"]["get"]
+    assert {int(code) for code in operation["responses"]} == {200, 401, 403, 404}
+    assert {name for req in operation["security"] for name in req} == {"readToken", "cookieAuth"}

@@ -24,7 +24,16 @@ from yoco.guarantee.fold import fold
 from yoco.guarantee.models import ContractYear, Incident
 
 WRITES = ("INSERT", "UPDATE", "DELETE")
-NOT_READS = {"api-events", "api-billing-credit-ack"}  # POST only
+NOT_READS = {  # POST only
+    "api-events",
+    "api-billing-credit-ack",
+    "portal:incident-dispute",
+    "portal:notifications-add-contact",
+    "portal:notifications-remove-contact",
+    "portal:notifications-add-endpoint",
+    "portal:notifications-disable-endpoint",
+    "portal:notifications-test",
+}
 
 
 @pytest.fixture
@@ -66,6 +75,8 @@ def _get_urls(data, incident):
         "portal:incident": [f"/incidents/{i.pk}/" for i in [incident, *data.showcase.values()]],
         "portal:incidents-csv": ["/incidents.csv", "/incidents.csv?outcome=failed"],
         "portal:years-csv": ["/years.csv"],
+        "portal:notifications": ["/notifications/"],
+        "api-incident-disputes": [f"/api/v1/incidents/{incident.pk}/disputes"],
         "api-incidents": ["/api/v1/incidents", "/api/v1/incidents?outcome=failed"],
         "api-contract-years": [f"/api/v1/contracts/{contract}/years"],
         "api-billing-credits": ["/api/v1/billing/credits"],
@@ -78,7 +89,9 @@ ADMIN_PAGES = [
     "/admin/", "/admin/guarantee/contract/", "/admin/guarantee/contractyear/",
     "/admin/guarantee/credit/", "/admin/accounts/auditrecord/", "/admin/guarantee/incident/",
     "/admin/events/event/", "/admin/guarantee/job/", "/admin/accounts/customer/",
-    "/admin/accounts/cluster/", "/admin/accounts/clusterkey/",
+    "/admin/accounts/cluster/", "/admin/accounts/clusterkey/", "/admin/guarantee/dispute/",
+    "/admin/notifications/contact/", "/admin/notifications/endpoint/",
+    "/admin/notifications/notification/", "/admin/notifications/deliveryattempt/",
 ]  # fmt: skip
 
 

@@ -1,5 +1,5 @@
 """Account-team admin: contracts, their years and credits, incidents (with the outcome
-override) and jobs.
+override), the customers' disputes (a queue, oldest first) and jobs.
 
 Read-only pages with admin actions; every action is a `do_*` function of
 `yoco.guarantee.actions` (one transaction, its audit record inside it). Credits can never be
@@ -15,7 +15,7 @@ from django.utils.html import format_html, format_html_join
 from yoco.accounts.history import audit_history
 from yoco.events.models import Event
 from yoco.guarantee import actions, rules, sizing
-from yoco.guarantee.models import Contract, ContractYear, Credit, Incident, Job
+from yoco.guarantee.models import Contract, ContractYear, Credit, Dispute, Incident, Job
 from yoco.lib.admin import ReadOnlyAdmin, ReadOnlyInline, ReasonForm, each_action, form_action
 from yoco.lib.vocabulary import OVERRIDE_OUTCOMES
 
@@ -373,3 +373,77 @@ class JobAdmin(ReadOnlyAdmin):
     list_display = ["source", "cluster", "frameworks", "gpus", "started_at", "status"]
     list_filter = ["cluster", "status"]
     search_fields = ["source"]
+
+
+class DisputeStateFilter(admin.SimpleListFilter):
+    """Open disputes by default: the page is the account team's queue."""
+
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return [*Dispute.STATES, ("all", "all")]
+
+    def choices(self, changelist):
+        for lookup, title in self.lookup_choices:
+            yield {
+                "selected": (self.value() or Dispute.OPEN) == lookup,
+                "query_string": changelist.get_query_string({self.parameter_name: lookup}),
+                "display": title,
+            }
+
+    def queryset(self, request, queryset):
+        value = self.value() or Dispute.OPEN
+        return queryset if value == "all" else queryset.filter(state=value)
+
+
+@admin.register(Dispute)
+class DisputeAdmin(ReadOnlyAdmin):
+    list_display = ["id", "opened_at", "customer", "incident_link", "outcome", "reason", "state"]
+    list_filter = [DisputeStateFilter]
+    list_select_related = ["incident__cluster__customer"]
+    ordering = ["opened_at", "pk"]  # oldest first
+    actions = ["uphold", "reject"]
+    fields = ["incident_link", "reason", "opened_by_label", "opened_at", "state", "answer",
+              "answered_by", "answered_at", "history"]  # fmt: skip
+    readonly_fields = fields
+
+    @admin.display(description="customer")
+    def customer(self, dispute):
+        return dispute.incident.cluster.customer
+
+    @admin.display(description="incident")
+    def incident_link(self, dispute):
+        return _link(dispute.incident)
+
+    @admin.display(description="outcome now")
+    def outcome(self, dispute):
+        return dispute.incident.outcome
+
+    @admin.display(description="audit history")
+    def history(self, dispute):
+        return audit_history("Dispute", dispute.pk)
+
+    @form_action(
+        description="Uphold (override the outcome; reason required)",
+        form_class=OverrideForm,
+        title="Uphold the dispute",
+        explanation=(
+            "The incident's outcome is overridden with this reason, which the customer sees. "
+            "An open year's counts follow; a closed year is marked for review."
+        ),
+    )
+    def uphold(self, request, dispute, data):
+        actions.do_uphold_dispute(
+            dispute, outcome=data["outcome"], reason=data["reason"], actor=request.user
+        )
+        return f"upheld; outcome now {data['outcome']}"
+
+    @form_action(
+        description="Reject (reason required)",
+        title="Reject the dispute",
+        explanation="The outcome stands; the customer sees this reason.",
+    )
+    def reject(self, request, dispute, data):
+        actions.do_reject_dispute(dispute, reason=data["reason"], actor=request.user)
+        return "rejected"

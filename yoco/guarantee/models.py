@@ -227,3 +227,32 @@ class Incident(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster}/{self.subject}"
+
+
+class Dispute(models.Model):
+    """A customer's objection to an incident's outcome (SPEC 4.7), answered by the account team:
+    upheld (an override with the answer as its reason) or rejected, with a reason."""
+
+    OPEN, UPHELD, REJECTED = "open", "upheld", "rejected"
+    STATES = [(s, s) for s in (OPEN, UPHELD, REJECTED)]
+
+    incident = models.ForeignKey(Incident, on_delete=models.PROTECT, related_name="disputes")
+    reason = models.TextField()
+    opened_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    opened_by_label = models.CharField(max_length=150, help_text="user name, or the read token")
+    opened_at = models.DateTimeField(auto_now_add=True)
+    state = models.CharField(max_length=8, choices=STATES, default=OPEN)
+    answer = models.TextField(blank=True)
+    answered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    answered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["opened_at", "pk"]
+        indexes = [models.Index(fields=["state", "opened_at"])]
+
+    def __str__(self) -> str:
+        return f"Dispute {self.pk} ({self.state}) on {self.incident}"

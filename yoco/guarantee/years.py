@@ -8,7 +8,9 @@ from django.db.models import Count
 from django.utils import timezone
 
 from yoco.guarantee import rules
+from yoco.guarantee.changes import announce_year_status
 from yoco.guarantee.models import Contract, ContractYear, Incident
+from yoco.guarantee.status import YearStatus, year_status
 from yoco.lib.vocabulary import ELIGIBLE, OUTCOMES, PENDING
 
 
@@ -38,6 +40,21 @@ def eligible(counts: dict[str, int]) -> int:
     return sum(counts.get(outcome, 0) for outcome in ELIGIBLE)
 
 
+def stored_status(year: ContractYear, counts: dict | None = None) -> YearStatus:
+    """The status (SPEC 4.8) of the year's stored result (`counts` instead, when given): an open
+    year is on track or at risk, never missed; a closed one met or missed."""
+    counts = year.counts if counts is None else counts
+    closed = year.state == ContractYear.CLOSED
+    return year_status(
+        live=counts.get("live_resolved", 0),
+        eligible=eligible(counts),
+        target=year.contract.target,
+        closed=closed,
+        ended=closed,
+        closed_at=year.closed_at,
+    )
+
+
 def refresh_years(touched: Iterable[tuple[int, int]]) -> None:
     """Store fresh counts on open years; a closed year whose result would change is flagged.
 
@@ -56,6 +73,9 @@ def _refresh_year(contract_id: int, number: int) -> None:
     if year.state == ContractYear.OPEN:
         if counts != year.counts:
             ContractYear.objects.filter(pk=year.pk, state=ContractYear.OPEN).update(counts=counts)
+            before = stored_status(year)
+            year.counts = counts
+            announce_year_status(year, before, stored_status(year))
     elif counts != year.counts and not year.needs_review:
         ContractYear.objects.filter(pk=year.pk, state=ContractYear.CLOSED).update(
             needs_review=True,

@@ -1,5 +1,6 @@
 from django.urls import path
 
+from yoco.portal import notification_settings as notify
 from yoco.portal import views
 
 app_name = "portal"
@@ -10,5 +11,20 @@ urlpatterns = [
     path("incidents/", views.incident_list, name="incidents"),
     path("incidents.csv", views.incidents_csv, name="incidents-csv"),
     path("incidents/<int:pk>/", views.incident_detail, name="incident"),
+    path("incidents/<int:pk>/dispute", views.incident_dispute, name="incident-dispute"),
     path("years.csv", views.years_csv, name="years-csv"),
+    path("notifications/", notify.notification_settings, name="notifications"),
+    path("notifications/contacts", notify.add_contact, name="notifications-add-contact"),
+    path(
+        "notifications/contacts/<int:pk>/remove",
+        notify.remove_contact,
+        name="notifications-remove-contact",
+    ),  # fmt: skip
+    path("notifications/endpoints", notify.add_endpoint, name="notifications-add-endpoint"),
+    path(
+        "notifications/endpoints/<int:pk>/disable",
+        notify.disable_endpoint,
+        name="notifications-disable-endpoint",
+    ),  # fmt: skip
+    path("notifications/endpoints/<int:pk>/test", notify.send_test, name="notifications-test"),
 ]

@@ -1,8 +1,10 @@
 """The customer portal: every view is scoped to the signed-in user's customer.
 
 A user without a Membership gets 403; another customer's contract or incident is a 404 (the
-portal never confirms that it exists). Views only read: every outcome and count is shown as of
-the request (`rules.outcome_as_of`), whether or not the periodic expiry has stored it yet.
+portal never confirms that it exists). Views read, except the forms that call a `do_*` action
+(disputing an incident here, the notification settings in `yoco.portal.settings_views`): every
+outcome and count is shown as of the request (`rules.outcome_as_of`), whether or not the
+periodic expiry has stored it yet.
 """
 
 import csv
@@ -12,17 +14,20 @@ from decimal import Decimal
 from functools import wraps
 
 from django import forms
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import F, Prefetch
 from django.http import StreamingHttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
+from django.views.decorators.http import require_POST
 
 from yoco.events.models import Event
 from yoco.guarantee import rules
-from yoco.guarantee.models import Contract, ContractYear, Credit, Incident, Job
+from yoco.guarantee.actions import ActionError, do_open_dispute
+from yoco.guarantee.models import Contract, ContractYear, Credit, Dispute, Incident, Job
 from yoco.guarantee.years import year_results
 from yoco.lib.vocabulary import (
     CATEGORIES,
@@ -190,6 +195,10 @@ class IncidentFilter(forms.Form):
     trigger = forms.ChoiceField(
         required=False, choices=[("", "Any trigger")] + [(t, t) for t in TRIGGERS]
     )
+    dispute = forms.ChoiceField(
+        required=False,
+        choices=[("", "Disputed or not"), ("any", "Disputed")] + Dispute.STATES,
+    )
 
     def __init__(self, *args, contracts=(), **kwargs):
         super().__init__(*args, **kwargs)
@@ -218,6 +227,10 @@ def _filtered_incidents(request, now):
         for name in ("category", "trigger"):
             if wanted.get(name):
                 queryset = queryset.filter(**{name: wanted[name]})
+        if wanted.get("dispute") == "any":
+            queryset = queryset.filter(disputes__isnull=False).distinct()
+        elif wanted.get("dispute"):
+            queryset = queryset.filter(disputes__state=wanted["dispute"]).distinct()
     # Newest first; incidents still waiting for their failure report (no detection) on top.
     queryset = queryset.order_by(F("detected_at").desc(nulls_first=True), "-pk")
     return form, queryset
@@ -274,6 +287,8 @@ def incident_detail(request, pk):
         "portal/incident.html",
         {
             "incident": incident,
+            "disputes": list(incident.disputes.order_by("pk")),
+            "dispute_form": DisputeForm(),
             "timeline": timeline,
             "job": job,
             "explanation": explain(incident, events, job, now),
@@ -285,6 +300,32 @@ def incident_detail(request, pk):
             ),
         },
     )
+
+
+class DisputeForm(forms.Form):
+    reason = forms.CharField(
+        max_length=5000,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="Why the outcome is wrong; the account team answers here.",
+    )
+
+
+@require_POST
+@customer_view
+def incident_dispute(request, pk):
+    """Dispute the incident's outcome (SPEC 4.7); the answer shows on the incident page."""
+    incident = get_object_or_404(Incident, cluster__customer=request.customer, pk=pk)
+    form = DisputeForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "A dispute needs a reason (at most 5,000 characters).")
+    else:
+        try:
+            do_open_dispute(incident, reason=form.cleaned_data["reason"], user=request.user)
+        except ActionError as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, "Dispute sent: the account team answers it here.")
+    return redirect("portal:incident", pk=incident.pk)
 
 
 def _migration_facts(events) -> dict:

@@ -3,7 +3,8 @@ its audit record written inside it (`yoco.accounts.actions.audit`). Views, the a
 management commands call these; nothing else writes contracts, years, credits or overrides.
 
 By domain: `contracts`, `years` (closing, reopening), `credits` (the four-eyes and billing
-states), `overrides` (the account team's outcome). A refused change raises `ActionError`.
+states), `overrides` (the account team's outcome),
+`disputes` (the customer's objection, answered). A refused change raises `ActionError`.
 """
 
 from yoco.guarantee.actions.contracts import (
@@ -16,6 +17,11 @@ from yoco.guarantee.actions.credits import (
     do_book_order,
     do_export_credit,
     do_void_credit,
+)
+from yoco.guarantee.actions.disputes import (
+    do_open_dispute,
+    do_reject_dispute,
+    do_uphold_dispute,
 )
 from yoco.guarantee.actions.overrides import do_clear_override, do_override_outcome
 from yoco.guarantee.actions.years import (
@@ -37,8 +43,11 @@ __all__ = [
     "do_close_year_now",
     "do_create_contract",
     "do_export_credit",
+    "do_open_dispute",
     "do_override_outcome",
+    "do_reject_dispute",
     "do_reopen_year",
     "do_set_contract_parameters",
+    "do_uphold_dispute",
     "do_void_credit",
 ]

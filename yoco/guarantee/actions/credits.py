@@ -18,6 +18,7 @@ from django.db import IntegrityError, transaction
 
 from yoco.accounts.actions import audit, require_account_team, require_reason
 from yoco.guarantee import rules
+from yoco.guarantee.changes import announce_credit_state
 from yoco.guarantee.models import ContractYear, Credit
 from yoco.guarantee.years import eligible
 from yoco.lib.errors import ActionError
@@ -57,6 +58,7 @@ def earn_credit(year: ContractYear, counts: dict, incident_ids: list[int], actor
         return None  # a live credit for this year exists already
     record = audit(actor, "earn_credit", credit, after=credit_snapshot(credit))
     Credit.objects.filter(pk=credit.pk).update(change_seq=record.pk)
+    announce_credit_state(credit, None, credit.state)
     return credit
 
 
@@ -90,6 +92,7 @@ def change_credit(
     )
     Credit.objects.filter(pk=current.pk).update(change_seq=record.pk)
     current.change_seq = record.pk
+    announce_credit_state(current, before["state"], current.state)
     return current
 
 

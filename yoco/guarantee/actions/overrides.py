@@ -22,7 +22,8 @@ def _incident_snapshot(incident) -> dict:
 
 
 def _set_override(incident, *, actor, action: str, reason: str, fields: dict):
-    with transaction.atomic(durable=True):
+    """Inside the caller's transaction."""
+    with transaction.atomic():
         current = Incident.objects.select_related("override_by").get(pk=incident.pk)
         if current.contract_id is None or current.computed_outcome is None:
             raise ActionError(
@@ -56,6 +57,12 @@ def do_override_outcome(incident, *, outcome: str, actor, reason: str):
 
     The override, its reason, author and time are kept on the incident and survive every later
     fold. The year's counts are refreshed; a closed year is marked needs_review instead."""
+    with transaction.atomic(durable=True):
+        return override_outcome(incident, outcome=outcome, actor=actor, reason=reason)
+
+
+def override_outcome(incident, *, outcome: str, actor, reason: str):
+    """`do_override_outcome` inside the caller's transaction (upholding a dispute is one)."""
     require_account_team(actor)
     reason = require_reason(reason)
     if outcome not in OVERRIDE_OUTCOMES:
@@ -81,17 +88,18 @@ def do_clear_override(incident, *, actor, reason: str):
     """Back to the computed outcome; the override stays in the audit history."""
     require_account_team(actor)
     reason = require_reason(reason)
-    return _set_override(
-        incident,
-        actor=actor,
-        action="clear_override",
-        reason=reason,
-        fields={
-            "override_outcome": None,
-            "override_reason": "",
-            "override_by": None,
-            "override_at": None,
-            # "outcome" becomes the computed outcome
-            "updated": timezone.now(),
-        },
-    )
+    with transaction.atomic(durable=True):
+        return _set_override(
+            incident,
+            actor=actor,
+            action="clear_override",
+            reason=reason,
+            fields={
+                "override_outcome": None,
+                "override_reason": "",
+                "override_by": None,
+                "override_at": None,
+                # "outcome" becomes the computed outcome
+                "updated": timezone.now(),
+            },
+        )

@@ -8,9 +8,10 @@ from django.utils import timezone
 from yoco.accounts.actions import audit, require_account_team, require_reason
 from yoco.guarantee import rules
 from yoco.guarantee.actions.credits import change_credit, earn_credit
+from yoco.guarantee.changes import announce_year_status
 from yoco.guarantee.expiry import expire_pending
-from yoco.guarantee.models import ContractYear, Credit, Incident
-from yoco.guarantee.years import count_outcomes, eligible
+from yoco.guarantee.models import ContractYear, Credit, Dispute, Incident
+from yoco.guarantee.years import count_outcomes, eligible, stored_status
 from yoco.lib.errors import ActionError
 
 
@@ -24,13 +25,36 @@ def _incident_ids(year: ContractYear) -> list[int]:
     )
 
 
+def open_disputes(year: ContractYear) -> int:
+    """How many disputes of the year's incidents await an answer (the year waits for them)."""
+    return Dispute.objects.filter(
+        state=Dispute.OPEN,
+        incident__contract_id=year.contract_id,
+        incident__year_number=year.number,
+    ).count()
+
+
+def due_years(now: datetime):
+    """The open years whose end plus grace has passed at `now`."""
+    return [
+        year
+        for year in ContractYear.objects.filter(state=ContractYear.OPEN).select_related("contract")
+        if now >= year.end + year.contract.grace
+    ]
+
+
 def do_close_year(year: ContractYear, *, now: datetime, actor=None) -> bool:
     """Close one open year as of `now`: freeze its counts and earn the credit of a miss (once).
 
-    Returns False when the year was not open (someone else closed it first)."""
+    Returns False when the year was not open (someone else closed it first) or when one of its
+    incidents has an open dispute (SPEC 4.7: the year waits for the answer)."""
     with transaction.atomic(durable=True):
+        if open_disputes(year):
+            return False
         expire_pending(now)  # the frozen counts hold what time alone decided by `now`
         counts = count_outcomes(year.contract_id, year.number)
+        year.refresh_from_db()
+        before = stored_status(year)
         # A conditional UPDATE instead of a lock: only one closer wins.
         closed = ContractYear.objects.filter(pk=year.pk, state=ContractYear.OPEN).update(
             state=ContractYear.CLOSED, counts=counts, closed_at=now, needs_review=False
@@ -38,6 +62,7 @@ def do_close_year(year: ContractYear, *, now: datetime, actor=None) -> bool:
         if not closed:
             return False
         year.refresh_from_db()
+        announce_year_status(year, before, stored_status(year))
         audit(
             actor,
             "close_year",
@@ -55,11 +80,7 @@ def do_close_due_years(now: datetime | None = None, actor=None) -> list[Contract
     """Close every open year whose end plus grace has passed at `now` (each its own
     transaction, so one refused year does not hold back the others)."""
     now = now or timezone.now()
-    closed = []
-    for year in ContractYear.objects.filter(state=ContractYear.OPEN).select_related("contract"):
-        if now >= year.end + year.contract.grace and do_close_year(year, now=now, actor=actor):
-            closed.append(year)
-    return closed
+    return [year for year in due_years(now) if do_close_year(year, now=now, actor=actor)]
 
 
 def do_close_year_now(year: ContractYear, *, actor, reason: str = "") -> bool:
@@ -118,7 +139,9 @@ def do_reopen_year(year: ContractYear, *, actor, reason: str) -> ContractYear:
             )
         counts = count_outcomes(current.contract_id, current.number)
         ContractYear.objects.filter(pk=current.pk).update(counts=counts)
+        closed_status = stored_status(current)
         current.refresh_from_db()
+        announce_year_status(current, closed_status, stored_status(current))
         audit(
             actor,
             "reopen_year",

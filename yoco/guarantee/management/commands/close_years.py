@@ -1,9 +1,11 @@
 from datetime import UTC, datetime
 
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
 from yoco.guarantee import rules
 from yoco.guarantee.actions import do_close_due_years
+from yoco.guarantee.actions.years import due_years, open_disputes
 from yoco.guarantee.years import year_result
 
 
@@ -27,8 +29,15 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
-        now = parse_now(options["now"]) if options["now"] else None
+        now = parse_now(options["now"]) if options["now"] else timezone.now()
         closed = do_close_due_years(now)
+        for year in due_years(now):
+            if waiting := open_disputes(year):
+                self.stdout.write(
+                    f"Waiting: contract {year.contract_id} year {year.number} is due but has "
+                    f"{waiting} open dispute{'s' if waiting != 1 else ''}; it closes once "
+                    "they are answered."
+                )
         if not closed:
             self.stdout.write("No contract year is due for closing.")
         for year in closed:

@@ -4,7 +4,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    dependencies = [("guarantee", "0002_jobs_and_incidents_moved_in")]
+    dependencies = [("guarantee", "0003_dispute")]
 
     operations = [
         migrations.AddField(
