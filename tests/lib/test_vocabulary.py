@@ -21,7 +21,9 @@ def test_the_agent_builds_every_event_type_and_only_those():
     factory = agent_events.EventFactory("east", "job-1")
     incident = agent_events.new_incident_id()
     built = [
-        factory.job_started(world_size=8, model="m", gpus=8),
+        factory.job_started(
+            world_size=8, model="m", gpus=8, spares=2, parallelism={"dp_replicate": 8}
+        ),
         factory.job_finished("completed", step=10),
         factory.failure_detected(
             incident,
