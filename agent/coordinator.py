@@ -404,6 +404,8 @@ class Coordinator:
             ],
             "transfer": self._transfer_in_flight,
             "incidents": list(self._open_incidents.values()),
+            # Local spares not started or still loading (agent/spares.py).
+            "spares_pending": self.spare_supply.pending() if self.spare_supply else 0,
         }
 
     def _write_status(self) -> None:

@@ -60,7 +60,9 @@ def model_aware_worker(hidden: int, layers: int) -> None:
     model = build(hidden, layers)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-4, momentum=0.9)
     run.register(model=model, optimizer=optimizer)
-    torch.manual_seed(run.rank or 0)  # the inputs: the global RNG is per-rank state
+    torch.manual_seed(
+        0 if run.is_spare else run.rank
+    )  # the inputs: the global RNG is per-rank state
     for step in run.steps(10**9):
         model(torch.randn(8, hidden)).square().mean().backward()
         if run.step():

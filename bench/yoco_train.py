@@ -32,8 +32,9 @@ def main() -> None:
     run = agent.attach()
     model, optimizer, scheduler = build(args)
     # A spare has no rank yet; the data position it receives carries the rank it takes over.
-    data = SyntheticTokens(args.seed, run.rank or 0, args.batch, args.seq, args.vocab)
-    torch.manual_seed(args.seed * 7919 + (run.rank or 0))
+    rank = 0 if run.is_spare else run.rank
+    data = SyntheticTokens(args.seed, rank, args.batch, args.seq, args.vocab)
+    torch.manual_seed(args.seed * 7919 + rank)
     run.register(model=model, optimizer=optimizer, scheduler=scheduler, data=data)
     progress = None
     for step in run.steps(args.steps):

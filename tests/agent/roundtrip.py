@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import math
-import threading
+import multiprocessing
+import pickle
 from collections import OrderedDict
 from pathlib import Path
 
@@ -18,40 +19,44 @@ from agent.transport import pair_group, recv_state, send_state
 
 
 class Pair:
-    """Both ends of one transport pair group, in this process (the sender on a thread)."""
+    """Both ends of one transport pair group: the sender in a child process, fed each state
+    pickled over a pipe (pickle keeps types, strides and bit patterns), the receiver here.
+    Two ends in one process, on two threads, can wait forever forming the gloo pair."""
 
     def __init__(self, name: str = "roundtrip"):
         self.store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-        groups: dict[int, dist.ProcessGroup] = {}
-
-        def join(rank: int) -> None:
-            groups[rank] = pair_group(self.store, name, rank, 120)
-
-        thread = threading.Thread(target=join, args=(0,))
-        thread.start()
-        join(1)
-        thread.join()
-        self.sender, self.receiver = groups[0], groups[1]
+        context = multiprocessing.get_context("spawn")
+        self.pipe, child_end = context.Pipe()
+        self.sender = context.Process(
+            target=_send_forever, args=(self.store.port, name, child_end), daemon=True
+        )
+        self.sender.start()
+        self.receiver = pair_group(self.store, name, 1, 120)
 
     def send(self, state, template=None):
         """`state` through send_state/recv_state; what the receiver rebuilt."""
-        failure: list[BaseException] = []
-
-        def send() -> None:
-            try:
-                send_state(self.sender, state)
-            except BaseException as error:  # noqa: BLE001 - re-raised in the test's thread
-                failure.append(error)
-
-        thread = threading.Thread(target=send)
-        thread.start()
-        try:
-            received = recv_state(self.receiver, template)
-        finally:
-            thread.join()
+        self.pipe.send_bytes(pickle.dumps(state))
+        received = recv_state(self.receiver, template)
+        failure = self.pipe.recv()
         if failure:
-            raise failure[0]
+            raise AssertionError(f"the sender failed: {failure}")
         return received.state
+
+    def close(self) -> None:
+        self.pipe.send_bytes(b"")
+        self.sender.join(timeout=30)
+        self.sender.kill()
+
+
+def _send_forever(port: int, name: str, pipe) -> None:
+    store = dist.TCPStore("127.0.0.1", port, is_master=False)
+    group = pair_group(store, name, 0, 120)
+    while raw := pipe.recv_bytes():
+        try:
+            send_state(group, pickle.loads(raw))
+            pipe.send(None)
+        except Exception as error:  # noqa: BLE001 - reported to the test's process
+            pipe.send(f"{type(error).__name__}: {error}")
 
 
 def through_checkpoint(state, root: Path, step: int = 1):

@@ -83,7 +83,9 @@ STATES = st.recursive(
 
 @pytest.fixture(scope="module")
 def pair():
-    return Pair("any-shape")
+    pair = Pair("any-shape")
+    yield pair
+    pair.close()
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -18,7 +18,9 @@ ROUTES = ["transport", "checkpoint"]
 
 @pytest.fixture(scope="module")
 def pair():
-    return Pair("training-classes")
+    pair = Pair("training-classes")
+    yield pair
+    pair.close()
 
 
 def _carry(route: str, state, pair, tmp_path):

@@ -40,7 +40,7 @@ def main() -> None:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    data = SyntheticRegression(0, run.rank or 0, 16, 8)
+    data = SyntheticRegression(0, 0 if run.is_spare else run.rank, 16, 8)
     counter = StepCounter(args.refuse_from)
     run.register(model=model, optimizer=optimizer, data=data, extras={"counter": counter})
     for _ in run.steps(args.steps):
