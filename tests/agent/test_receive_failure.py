@@ -21,10 +21,23 @@ def test_second_identical_receive_failure_stops_and_restores_the_checkpoint(star
         workers=2,
         spares=3,
         extra=checkpoints,
-        script_args=["--steps", "30", "--refuse-from", "12"],
+        # Only the checkpoints (every 10 steps) load: a live state anywhere else is refused.
+        script_args=[
+            "--steps",
+            "300",
+            "--step-sleep",
+            "0.05",
+            "--refuse-from",
+            "1",
+            "--loadable-every",
+            "10",
+        ],  # fmt: skip
         script=REPO / "tests/agent/unloadable_state_job.py",
     )
-    job.wait_step(14)  # past the count the state can be loaded at; checkpoint 10 loads
+    # With the three spares (they start one after another once the workers train) all ready,
+    # and a checkpoint taken; the kill lands between two checkpoints.
+    job.wait_step(12)
+    job.wait_for(lambda: 2 <= job.status()["step"] % 10 <= 6, what="a step between checkpoints")
     os.kill(job.worker_pid(1), signal.SIGKILL)
     assert job.wait_done() == 0, job.output()
 
@@ -43,8 +56,9 @@ def test_second_identical_receive_failure_stops_and_restores_the_checkpoint(star
     assert "could not receive the state: ValueError: a count of" in first
     assert "past what this object can load" in first
     assert "a second spare failed the same way" in second
-    assert events[5]["data"]["checkpoint_step"] == 10
-    assert events[5]["data"]["steps_lost"] >= 4
-    assert "restoring the checkpoint of step 10" in job.output()
+    checkpoint_step = events[5]["data"]["checkpoint_step"]
+    assert checkpoint_step % 10 == 0 and checkpoint_step >= 10
+    assert events[5]["data"]["steps_lost"] >= 1
+    assert f"restoring the checkpoint of step {checkpoint_step}" in job.output()
     # The third spare was never tried: it is still there, unused, when the job ends.
     assert sum(1 for m in job.status()["members"] if m["role"] == "spare") >= 1
