@@ -1,7 +1,8 @@
 """A model-aware job whose state cannot be loaded once it passes a step: an object registered
 as an extra refuses, deterministically, any state counted past `--refuse-from`, except counts
 that are multiples of `--loadable-every` (its checkpoints, taken every that many steps).
-Used to show that a receive failure that repeats does not burn the spare pool (tests/agent/test_receive_failure.py)."""
+Used to show that a receive failure that repeats does not burn the spare pool
+(tests/agent/test_receive_failure.py)."""
 
 from __future__ import annotations
 
