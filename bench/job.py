@@ -65,7 +65,7 @@ class LaunchedJob:
 
         def reached():
             status = self.status()
-            spares_ready = status.get("spares_pending", 0) == 0 and all(
+            spares_ready = all(
                 m.get("ready") for m in status.get("members", []) if m["role"] == "spare"
             )
             return status.get("step", 0) >= step and spares_ready and status
