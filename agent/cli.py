@@ -127,7 +127,14 @@ def _settings(workers: int, cluster: str, job: str, **kwargs):
 def run(
     ctx: typer.Context,
     workers: Annotated[int, typer.Option(help="world size (data-parallel ranks)")] = 1,
-    spares: Annotated[int, typer.Option(help="standby processes started beside them")] = 0,
+    spares: Annotated[int, typer.Option(help="standby processes")] = 0,
+    spares_start: Annotated[
+        str,
+        typer.Option(
+            help="after-workers: one by one once the workers train (few cores); with-workers: "
+            "all at once beside them"
+        ),
+    ] = "after-workers",
     cluster: Annotated[
         str, typer.Option(envvar="YOCO_CLUSTER", help="cluster name (in the events' source)")
     ] = "local",
@@ -173,7 +180,10 @@ def run(
     https://yoco.example.com -- python train.py`
     """
     from agent.launcher import LocalProcesses, run_local_job
+    from agent.spares import WHEN
 
+    if spares_start not in WHEN:
+        raise typer.BadParameter(f"one of {', '.join(WHEN)}", param_hint="--spares-start")
     _logging()
     command = list(ctx.args)
     if transparent:
@@ -209,6 +219,7 @@ def run(
         workers,
         spares,
         respawn,
+        spares_start,
     )
     raise typer.Exit(0 if outcome == "completed" else 1)
 

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent import priority
+from agent.spares import WHEN, SpareSupply
 
 
 def kill_listed_processes(status_file: str | os.PathLike) -> None:
@@ -136,25 +137,28 @@ class LocalProcesses:
 
 
 def run_local_job(
-    settings, sink, command: list[str], workers: int, spares: int, respawn: bool
+    settings,
+    sink,
+    command: list[str],
+    workers: int,
+    spares: int,
+    respawn: bool,
+    spares_start: str = "after-workers",
 ) -> str:
     """`yoco-agent run` (and `coordinator`, with no command): a coordinator in this process,
-    `workers` local processes running `command` and, once they train, `spares` standby ones,
-    until the job ends; its job.finished status. Needs only torch and the standard library,
-    like everything a job runs."""
+    `workers` local processes running `command` and `spares` standby ones (started as
+    `spares_start` says: agent/spares.py), until the job ends; its job.finished status. Needs
+    only torch and the standard library, like everything a job runs."""
     from agent.coordinator import Coordinator
-    from agent.spares import SpareSupply
 
     local = LocalProcesses(command, "") if command else None
+    supply = SpareSupply(local.start_spare, spares, local.hurry, spares_start) if local else None
     coordinator = Coordinator(
         settings,
         sink,
         spawn=local.start if (local and respawn) else None,
         kill=local.kill if local else None,
-        # Spares start once the workers train, so that they do not delay the first step.
-        spare_supply=SpareSupply(local.start_spare, spares, local.hurry)
-        if local and spares
-        else None,
+        spare_supply=supply if spares else None,
     )
     print(f"yoco agent: coordinator at {coordinator.address}", flush=True)
     if local is not None:
@@ -162,6 +166,7 @@ def run_local_job(
         local.on_exit = coordinator.process_exited
         for _ in range(workers):
             local.start()
+        supply.launch()
     status = "failed"
     try:
         status = coordinator.run()
@@ -193,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--workers", type=int, default=1, help="world size")
     parser.add_argument("--spares", type=int, default=0, help="standby processes")
+    parser.add_argument(
+        "--spares-start", choices=WHEN, default=WHEN[0], help="when spares start (agent/spares.py)"
+    )
     parser.add_argument("--events", default="yoco-events.jsonl", help="JSONL event log")
     parser.add_argument("--status-file", help="JSON snapshot of the job, kept current")
     parser.add_argument("--cluster", default="local")
@@ -211,7 +219,13 @@ def main(argv: list[str] | None = None) -> int:
         status_file=args.status_file,
     )
     outcome = run_local_job(
-        settings, JsonlSink(args.events), command, args.workers, args.spares, respawn=True
+        settings,
+        JsonlSink(args.events),
+        command,
+        args.workers,
+        args.spares,
+        respawn=True,
+        spares_start=args.spares_start,
     )
     return 0 if outcome == "completed" else 1
 

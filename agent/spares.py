@@ -1,11 +1,14 @@
 """When the standby spares of a local job start.
 
-Spares start only once the workers are training, one at a time, each after the one before it
-is ready (connected, model built, state buffers allocated: SPEC 2.4) or gone, and at a lower CPU
-priority (agent/priority.py). On a machine with few cores, spares started beside the workers
-would share the CPU with the workers' own start-up and delay the first training step; started
-one by one, the first spare is ready as early as possible. A failure that finds no spare ready
+By default (`--spares-start after-workers`) spares start only once the workers are training,
+one at a time, each after the one before it is ready (connected, model built, state buffers
+allocated: SPEC 2.4) or gone, and at a lower CPU priority (agent/priority.py). On a machine
+with few cores, spares started beside the workers would share the CPU with the workers' own
+start-up and delay the first training step; started one by one, the first spare is ready as
+early as possible. A failure that finds no spare ready
 waits for the one still on its way (`coming`), at the workers' priority (`hurry`).
+With `--spares-start with-workers` every spare starts beside the workers, for machines with
+cores to spare and for jobs too short to wait for spares one by one.
 
 The coordinator calls every method from its own thread.
 """
@@ -14,25 +17,37 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+WHEN = ("after-workers", "with-workers")
+
 
 class SpareSupply:
-    def __init__(self, start: Callable[[], int], count: int, hurry: Callable[[int], None]):
+    def __init__(
+        self, start: Callable[[], int], count: int, hurry: Callable[[int], None], when: str
+    ):
         """`start()` starts one spare process and returns its pid; `hurry(pid)` gives a
-        starting spare the workers' CPU priority."""
+        starting spare the workers' CPU priority; `when`: one of WHEN."""
+        if when not in WHEN:
+            raise ValueError(f"spares start {' or '.join(WHEN)}, not {when!r}")
         self._start = start
         self._hurry = hurry
+        self._batch = count if when == "with-workers" else 1
         self.remaining = count
+        self.loading: set[int] = set()  # pids of the spares started and not ready yet
         self.begun = False
-        self.loading: int | None = None  # pid of the spare started and not ready yet
+
+    def launch(self) -> None:
+        """The workers have been started: with-workers, start every spare now."""
+        if self._batch > 1:
+            self.begin()
 
     def begin(self) -> None:
-        """The workers have begun training: start the first spare."""
+        """The workers have begun training: start the first spare (if not started yet)."""
         self.begun = True
         self._next()
 
     def ready(self, pid: int) -> None:
-        if pid == self.loading:
-            self.loading = None
+        if pid in self.loading:
+            self.loading.discard(pid)
             self._next()
 
     def gone(self, pid: int) -> None:
@@ -42,17 +57,17 @@ class SpareSupply:
     def hurry(self) -> None:
         """A failure waits for the spare that is starting: the workers are idle, so it no
         longer needs to yield to them (on a busy machine it would yield to everyone else)."""
-        if self.loading is not None:
-            self._hurry(self.loading)
+        for pid in self.loading:
+            self._hurry(pid)
 
     def pending(self) -> int:
         """Spares on their way: loading, or not started yet."""
-        return self.remaining + (self.loading is not None)
+        return self.remaining + len(self.loading)
 
     def coming(self) -> bool:
         return self.pending() > 0
 
     def _next(self) -> None:
-        if self.begun and self.loading is None and self.remaining > 0:
+        while self.begun and len(self.loading) < self._batch and self.remaining > 0:
             self.remaining -= 1
-            self.loading = self._start()
+            self.loading.add(self._start())

@@ -22,6 +22,10 @@ PYTHON = sys.executable
 # A transformer small enough for 2 CPU cores, big enough to have dropout, AdamW and a scheduler.
 GPT_ARGS = ["--steps", "60", "--dim", "32", "--heads", "2", "--layers", "2", "--seq", "16",
             "--batch", "4", "--vocab", "64", "--seed", "7"]  # fmt: skip
+# Test jobs last seconds: spares started one by one after the workers train (the default, for
+# few cores) would still be loading when the second and third failures are injected. The
+# default itself is tested in test_spares.py.
+SPARES_START = ["--spares-start", "with-workers"]
 
 
 class Job(LaunchedJob):
@@ -32,7 +36,7 @@ class Job(LaunchedJob):
             PYTHON, "-m", "agent.cli", "run", "--workers", str(workers), "--spares", str(spares),
             "--events", str(tmp / "events.jsonl"), "--status-file", str(tmp / "status.json"),
             "--cluster", "ci", "--job", tmp.name, "--join-timeout", "300",
-            "--heartbeat-timeout", "3", *extra, "--",
+            "--heartbeat-timeout", "3", *SPARES_START, *extra, "--",
             PYTHON, str(script or REPO / "agent/examples/gpt.py"), *script_args, "--out",
             str(tmp / "out"),
         ]  # fmt: skip
@@ -119,7 +123,10 @@ def kill_alarm_drain(job: Job, at: tuple[int, int, int], ranks: tuple[int, int, 
     """SIGKILL a worker, a thermal alarm on another, then a drain, each at its step and each
     once the previous recovery has resumed the job. The time of the kill."""
     (kill_at, alarm_at, drain_at), (killed, alarmed, drained) = at, ranks
-    job.wait_step(kill_at)
+    ready = job.wait_step(kill_at)
+    # Spares can become ready just as kill_at passes: a few steps more, for the ordinary step
+    # time a StepSampler compares the stall with.
+    job.wait_step(ready["step"] + 3)
     killed_at = time.time()
     os.kill(job.worker_pid(killed), signal.SIGKILL)  # unplanned
     job.wait_for(lambda: len(job.events("job.resumed")) == 1, what="recovery from SIGKILL")

@@ -43,7 +43,7 @@ class StepSampler:
         may show several steps at once), from step 1 on: step 0 is seen while the job starts."""
         seen = sorted((t, s) for s, t in self.first_seen.items() if t <= moment and s >= 1)
         per_step = [(b - a) / (sb - sa) for (a, sa), (b, sb) in zip(seen, seen[1:], strict=False)]
-        assert per_step, "the sampler saw no steps before the kill"
+        assert per_step, f"the sampler saw too few steps before the kill: {self.first_seen}"
         return max(per_step[-5:])
 
     def first_completed(self, step: int) -> float:

@@ -152,9 +152,14 @@ def test_spares_start_one_at_a_time_once_training_began():
     started = []
     hurried = []
     supply = SpareSupply(
-        lambda: started.append(100 + len(started)) or started[-1], 3, hurried.append
+        lambda: started.append(100 + len(started)) or started[-1],
+        3,
+        hurried.append,
+        "after-workers",
     )
     assert supply.pending() == 3 and not started  # nothing before the workers train
+    supply.launch()
+    assert not started
     supply.begin()
     assert started == [100]
     supply.ready(999)  # someone else's readiness starts nothing
@@ -167,3 +172,21 @@ def test_spares_start_one_at_a_time_once_training_began():
     assert started == [100, 101, 102] and supply.coming()
     supply.ready(102)
     assert started == [100, 101, 102] and supply.pending() == 0 and not supply.coming()
+
+
+def test_spares_with_workers_all_start_at_launch():
+    from agent.spares import SpareSupply
+
+    started = []
+    supply = SpareSupply(
+        lambda: started.append(100 + len(started)) or started[-1], 3, lambda pid: None,
+        "with-workers",
+    )  # fmt: skip
+    supply.launch()
+    assert started == [100, 101, 102] and supply.pending() == 3
+    supply.begin()  # the workers train: nothing more to start
+    supply.ready(101)
+    assert started == [100, 101, 102] and supply.pending() == 2
+    supply.gone(100)
+    supply.ready(102)
+    assert supply.pending() == 0 and not supply.coming()

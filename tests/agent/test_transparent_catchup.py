@@ -87,4 +87,9 @@ def test_no_spare_left_rolls_back_to_the_checkpoint(start_transparent, tmp_path)
     assert types == ["failure.detected", "migration.failed", "checkpoint.restored", "job.resumed"]
     restored = events[2]["data"]
     assert restored["checkpoint_step"] in (20, 30)
-    assert restored["steps_lost"] == events[0]["data"]["step"] - restored["checkpoint_step"] > 0
+    # Every step completed after the checkpoint runs again. The detected step is the killed
+    # rank's last heartbeat, which can trail the step the survivor had completed by one.
+    detected = events[0]["data"]["step"]
+    completed = restored["checkpoint_step"] + restored["steps_lost"]
+    assert detected <= completed <= detected + 1, (detected, restored)
+    assert restored["steps_lost"] > 0

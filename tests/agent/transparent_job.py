@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.job import LaunchedJob
-from tests.agent.conftest import PYTHON, REPO, Job
+from tests.agent.conftest import PYTHON, REPO, SPARES_START, Job
 
 SCRIPTS = REPO / "tests/agent/scripts"
 
@@ -27,7 +27,8 @@ class TransparentJob(Job):
             "--workers", str(workers),
             "--spares", str(spares), "--events", str(tmp / "events.jsonl"), "--status-file",
             str(tmp / "status.json"), "--cluster", "ci", "--job", tmp.name, "--join-timeout", "120",
-            "--heartbeat-timeout", "3", *extra, "--", PYTHON, str(SCRIPTS / script), *script_args,
+            "--heartbeat-timeout", "3", *SPARES_START, *extra, "--", PYTHON, str(SCRIPTS / script),
+            *script_args,
             "--out", str(tmp / "out"),
         ]  # fmt: skip
         # Job's own __init__ runs the example GPT; the harness underneath runs this command.

@@ -217,11 +217,11 @@ def server_database_url() -> str:
 
 
 @pytest.fixture
-def platform(request, tmp_path):
+def platform(transactional_db, tmp_path):
     """On SQLite (the default) a fresh file database migrated here; with DATABASE_URL set, the
-    run's own test database (migrated by pytest-django, emptied after the test)."""
+    run's own test database (migrated by pytest-django, emptied after the test). Requested by
+    name: pytest-django picks a transactional test case only for fixtures it sees up front."""
     if os.environ.get("DATABASE_URL"):
-        request.getfixturevalue("transactional_db")
         platform = Platform(tmp_path, server_database_url())
     else:
         platform = Platform(tmp_path)

@@ -24,10 +24,6 @@ def expected_outcome(events: list[dict]) -> str:
     return "live_resolved"
 
 
-@pytest.mark.xfail(
-    reason="spares now start after the workers train; the job can end before 3 are ready",
-    strict=False,
-)
 def test_incidents_and_years_match_what_the_agent_did(platform, start_job, tmp_path):  # noqa: F811
     created = platform.create_contract("e2e-live")
     platform.start()

@@ -14,10 +14,6 @@ from tests.e2e.conftest import agent_job, stored_events, wait_spares_ready
 pytestmark = [pytest.mark.integration, pytest.mark.agent]
 
 
-@pytest.mark.xfail(
-    reason="spares now start after the workers train; the job can end before 2 are ready",
-    strict=False,
-)
 def test_platform_killed_and_restarted_mid_run(platform, start_job, tmp_path):  # noqa: F811
     created = platform.create_contract("e2e-restart")
     platform.start()
