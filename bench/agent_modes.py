@@ -36,8 +36,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from agent.launcher import kill_listed_processes  # noqa: E402
+from bench.common import git_commit, spread, wait_until, write_result  # noqa: E402
 
 STEP_SLEEP_S = 0.005  # the rest of a training loop (logging, a data pipeline) between steps
+TIMEOUT_S = 300  # every wait: a step, a ready spare, the recovery
 
 
 def build(hidden: int, layers: int) -> nn.Module:
@@ -123,42 +125,45 @@ def _marked(marks: Path) -> list[tuple[int, float]]:
 
 def _kill_and_time(tmp: Path, kill_step: int, earlier: int) -> dict:
     marks, status, events = tmp / "steps.log", tmp / "status.json", tmp / "events.jsonl"
-    while max((s for s, _ in _marked(marks)), default=-1) < kill_step - 1:
-        if "job failed" in (tmp / "launcher.log").read_text():
-            raise RuntimeError((tmp / "launcher.log").read_text()[-2000:])
-        time.sleep(0.02)
-    while True:  # a spare still importing torch would be measured too
+    log = tmp / "launcher.log"
+
+    def reached_kill_step():
+        if "job failed" in log.read_text():
+            raise RuntimeError(log.read_text()[-2000:])
+        return max((s for s, _ in _marked(marks)), default=-1) >= kill_step - 1
+
+    def spare_ready():  # a spare still importing torch would be measured too
         members = json.loads(status.read_text())["members"]
-        if any(m["role"] == "spare" and m["ready"] for m in members):
-            break
-        time.sleep(0.02)
+        return any(m["role"] == "spare" and m["ready"] for m in members) and members
+
+    wait_until(reached_kill_step, TIMEOUT_S, f"step {kill_step}")
+    members = wait_until(spare_ready, TIMEOUT_S, "a ready spare")
     pid = next(m["pid"] for m in members if m["role"] == "worker" and m["rank"] == 1)
     killed = time.time()
     os.kill(pid, signal.SIGKILL)
-    while True:
+
+    def resume_step_completed():
+        """The migration's event, once its resume step has completed on every rank."""
         completed = [
             json.loads(line) for line in
             (events.read_text() if events.exists() else "").splitlines()
             if "migration.completed" in line
         ]  # fmt: skip
-        if len(completed) > earlier:
-            resumed = completed[earlier]["data"]["resumed_step"]
-            after = [t for s, t in _marked(marks) if s == resumed and t > killed]
-            if after:  # the resume step, completed (every rank, the spare included)
-                recovery = min(after) - killed
-                break
-        time.sleep(0.02)
+        if len(completed) <= earlier:
+            return None
+        resumed = completed[earlier]["data"]["resumed_step"]
+        after = [t for s, t in _marked(marks) if s == resumed and t > killed]
+        return after and (completed[earlier], min(after))
+
+    completed, resumed_at = wait_until(resume_step_completed, TIMEOUT_S, "the resumed step")
     # Transparent mode: the spare's own account of its catch-up (wall and CPU seconds).
-    caught_up = re.findall(
-        r"caught up \d+ steps in ([\d.]+) s \(([\d.]+) s CPU\)",
-        (tmp / "launcher.log").read_text(),
-    )
+    caught_up = re.findall(r"caught up \d+ steps in ([\d.]+) s \(([\d.]+) s CPU\)", log.read_text())
     return {
         "catch_up_s": [float(x) for x in caught_up[earlier]] if len(caught_up) > earlier else None,
-        "bytes": completed[earlier]["data"]["bytes"],
-        "recovery_s": round(recovery, 3),
+        "bytes": completed["data"]["bytes"],
+        "recovery_s": round(resumed_at - killed, 3),
         "kill_step": kill_step,
-        "migration_ms": completed[earlier]["data"]["duration_ms"],
+        "migration_ms": completed["data"]["duration_ms"],
     }
 
 
@@ -181,20 +186,24 @@ def main() -> None:
     args = parser.parse_args()
     modes = ("model_aware", "transparent")
     runs: dict[str, dict[int, list[dict]]] = {m: {s: [] for s in args.steps} for m in modes}
-    out = REPO / "bench" / "results" / "agent_modes.json"
+    commit, load = git_commit(), [os.getloadavg()[0]]
     for repeat in range(args.repeats):
         for mode in modes if repeat % 2 == 0 else modes[::-1]:  # interleaved, both orders
             for result in measure(mode, args.hidden, args.layers, args.steps):
                 runs[mode][result["kill_step"]].append(result)
                 print(mode, result, flush=True)
+        load.append(os.getloadavg()[0])
         # After every repeat of both modes: an interrupted run leaves what it measured.
-        results = summarize(runs, args.hidden, args.layers)
-        out.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results, indent=2))
+        results = summarize(runs, args.hidden, args.layers, load)
+        path = write_result("agent_modes", results, commit)
+    print(path.read_text())
 
 
-def summarize(runs: dict[str, dict[int, list[dict]]], hidden: int, layers: int) -> dict:
-    """runs: mode -> kill step -> measure()'s results."""
+def summarize(
+    runs: dict[str, dict[int, list[dict]]], hidden: int, layers: int, load: list[float]
+) -> dict:
+    """runs: mode -> kill step -> measure()'s results; load: the 1-minute load average at the
+    start and after each repeat."""
     params = sum(p.numel() for p in build(hidden, layers).parameters())
     steps = list(runs["transparent"])
     repeats = min(len(measured) for by_step in runs.values() for measured in by_step.values())
@@ -204,12 +213,11 @@ def summarize(runs: dict[str, dict[int, list[dict]]], hidden: int, layers: int) 
             "parameters": params,
             "state_bytes": 2 * 4 * params,
         },
-        "machine": {"cores": os.cpu_count(), "torch": torch.__version__, "device": "cpu"},
+        "machine": {"device": "cpu", "load_average_1min": spread(load, 2)},
+        "repeats": repeats,
         "setup": (
             f"2 workers + {len(steps)} spares, SIGKILL of rank 1 after each of {steps} "
-            f"completed steps in one job, {repeats} jobs per mode, modes interleaved; a shared "
-            "2-core machine with a load average of 15-30 from other jobs, so single runs are "
-            "noisy"
+            f"completed steps in one job, {repeats} jobs per mode, modes interleaved"
         ),
     }
     for mode, by_kill_step in runs.items():
