@@ -22,10 +22,11 @@ def test_alarm_on_every_rank_moves_one_per_free_spare_and_never_ends_the_job(
         "alarm-everywhere",
         workers=2,
         spares=1,
-        script_args=["--steps", "40", "--refuse-from", str(10**9)],  # every state loads
+        script_args=["--steps", "100", "--refuse-from", str(10**9)],  # every state loads
         script=REPO / "tests/agent/unloadable_state_job.py",
     )
-    job.wait_step(5)
+    job.wait_step(5)  # with the spare ready: the job still has seconds to run, for the health
+    # monitors that sample every second
     faults.write_text(json.dumps({"fault": "thermal"}))
     assert job.wait_done() == 0, job.output()
 
