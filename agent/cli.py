@@ -132,7 +132,8 @@ def run(
         str,
         typer.Option(
             help="after-workers: one by one once the workers train (few cores); with-workers: "
-            "all at once beside them"
+            "all at once beside them; before-training: as with-workers, and the first step "
+            "waits until every spare is ready"
         ),
     ] = "after-workers",
     cluster: Annotated[

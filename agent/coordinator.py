@@ -495,6 +495,14 @@ class Coordinator:
                 f"world size {s.world_size} cannot be filled: {joined} of {s.world_size} workers "
                 f"joined within {s.join_timeout_s:g} s"
             )
+        supply = self.spare_supply
+        if supply is not None and supply.holds_first_step:
+            print("yoco agent: the first step waits for every spare to be ready", flush=True)
+            if not self._wait(lambda: not supply.coming(), s.join_timeout_s):
+                raise JobFailed(
+                    f"{supply.pending()} spare(s) not ready within {s.join_timeout_s:g} s "
+                    "(--spares-start before-training waits for every one)"
+                )
         # Room for per-rank state to grow (data iterators, extra RNGs) without resizing.
         self.slot_bytes = 2 * max(m.state_bytes for m in self._workers()) // 1000 + 64 * 1024
         self.sink.emit(

@@ -8,7 +8,9 @@ start-up and delay the first training step; started one by one, the first spare 
 early as possible. A failure that finds no spare ready
 waits for the one still on its way (`coming`), at the workers' priority (`hurry`).
 With `--spares-start with-workers` every spare starts beside the workers, for machines with
-cores to spare and for jobs too short to wait for spares one by one.
+cores to spare; `before-training` also holds the first training step until every spare is
+ready (or gone), for jobs that must be protected from their first step (and tests whose
+failures come at fixed steps).
 
 The coordinator calls every method from its own thread.
 """
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-WHEN = ("after-workers", "with-workers")
+WHEN = ("after-workers", "with-workers", "before-training")
 
 
 class SpareSupply:
@@ -30,13 +32,14 @@ class SpareSupply:
             raise ValueError(f"spares start {' or '.join(WHEN)}, not {when!r}")
         self._start = start
         self._hurry = hurry
-        self._batch = count if when == "with-workers" else 1
+        self._batch = 1 if when == "after-workers" else count
+        self.holds_first_step = when == "before-training"
         self.remaining = count
         self.loading: set[int] = set()  # pids of the spares started and not ready yet
         self.begun = False
 
     def launch(self) -> None:
-        """The workers have been started: with-workers, start every spare now."""
+        """The workers have been started: unless after-workers, start every spare now."""
         if self._batch > 1:
             self.begin()
 

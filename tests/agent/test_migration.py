@@ -27,10 +27,10 @@ def test_three_triggers_bit_identical_to_failure_free_run(start_job, baseline):
     os.kill(job.worker_pid(1), signal.SIGKILL)  # unplanned
     job.wait_for(lambda: len(job.events("job.resumed")) == 1, what="recovery from SIGKILL")
     job.wait_step(20)
-    job.cli("inject", "thermal", "--rank", "2")  # pre-emptive
+    job.inject("thermal", 2)  # pre-emptive
     job.wait_for(lambda: len(job.events("job.resumed")) == 2, what="pre-emptive migration")
     job.wait_step(36)
-    job.cli("drain", "--rank", "3")  # planned
+    job.drain(3)  # planned
     job.wait_for(lambda: len(job.events("job.resumed")) == 3, what="planned migration")
     assert job.wait_done() == 0, job.output()
     sampler.stop()

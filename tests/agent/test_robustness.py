@@ -53,7 +53,7 @@ def test_source_killed_during_preemptive_migration_falls_back_to_a_replica(
     monkeypatch.setenv("YOCO_INJECT_RECV_DELAY_S", "0.05")
     job = start_job("source-killed", workers=4, spares=1, script_args=GPT_ARGS + SLOW_STEPS)
     job.wait_step(6)
-    job.cli("inject", "ecc", "--rank", "2")
+    job.inject("ecc", 2)
     _kill_mid_transfer(job, "source")
     assert job.wait_done() == 0, job.output()
 

@@ -30,7 +30,7 @@ def test_spare_catches_up_without_compute_or_side_effects(start_transparent):
     os.kill(job.worker_pid(1), signal.SIGKILL)  # a spare takes rank 1
     job.wait_for(lambda: len(job.events("job.resumed")) == 1, what="recovery from SIGKILL")
     job.wait_step(13)
-    job.cli("drain", "--rank", "0")  # a spare takes rank 0, the one that prints and saves
+    job.drain(0)  # a spare takes rank 0, the one that prints and saves
     job.wait_for(lambda: len(job.events("job.resumed")) == 2, what="planned migration")
     assert job.wait_done() == 0, job.output()
     assert baseline.wait_done() == 0, baseline.output()

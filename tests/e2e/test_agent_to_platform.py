@@ -39,10 +39,10 @@ def test_incidents_and_years_match_what_the_agent_did(platform, start_job, tmp_p
     os.kill(job.worker_pid(0), signal.SIGKILL)  # unplanned, live
     resumed(1)
     job.wait_step(22)
-    job.cli("inject", "thermal", "--rank", "1")  # pre-emptive, live
+    job.inject("thermal", 1)  # pre-emptive, live
     resumed(2)
     job.wait_step(36)
-    job.cli("drain", "--rank", "0")  # planned
+    job.drain(0)  # planned
     resumed(3)
     job.wait_step(52)
     os.kill(job.worker_pid(1), signal.SIGKILL)  # no spare left: checkpoint fallback

@@ -28,7 +28,7 @@ def test_platform_killed_and_restarted_mid_run(platform, start_job, tmp_path):  
     os.kill(job.worker_pid(0), signal.SIGKILL)  # a failure while the platform is down
     job.wait_for(lambda: len(job.events("job.resumed")) >= 1, 90, "recovery 1")
     job.wait_step(20)
-    job.cli("inject", "thermal", "--rank", "1")
+    job.inject("thermal", 1)
     job.wait_for(lambda: len(job.events("job.resumed")) >= 2, 90, "recovery 2")
     time.sleep(1.5)  # the sender has failed a few rounds by now
     platform.start()  # the same port, the same database
