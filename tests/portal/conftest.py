@@ -94,6 +94,10 @@ def private_urls(data):
     ]
 
 
+def content(response) -> bytes:
+    """The response's bytes; a streamed one is read to its end (running its queries)."""
+    return b"".join(response.streaming_content) if response.streaming else response.content
+
+
 def body(response) -> str:
-    content = b"".join(response.streaming_content) if response.streaming else response.content
-    return content.decode()
+    return content(response).decode()
