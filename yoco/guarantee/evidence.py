@@ -43,16 +43,10 @@ def snapshot(year: ContractYear, counts: dict[str, int], now: datetime) -> dict:
     """The evidence of `year` closing at `now` with the stored `counts` (inside the closing
     transaction, after time alone has decided what it decides by `now`)."""
     contract = year.contract
-    incidents = list(
-        Incident.objects.filter(
-            contract_id=year.contract_id, year_number=year.number, outcome__isnull=False
-        )
-        .select_related("override_by")
-        .order_by("pk")
-    )
     year_incidents = Incident.objects.filter(
         contract_id=year.contract_id, year_number=year.number, outcome__isnull=False
     )
+    incidents = list(year_incidents.select_related("override_by").order_by("pk"))
     clusters = {incident.cluster_id for incident in incidents}
     events: dict[tuple[int, str], list[int]] = {}
     for pk, cluster_id, subject in (
