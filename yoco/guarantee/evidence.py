@@ -21,6 +21,9 @@ from yoco.guarantee.models import ContractYear, Credit, Dispute, Incident
 from yoco.guarantee.years import eligible
 from yoco.lib.vocabulary import JOB_STARTED, OUTCOMES
 
+# Events loaded per query when a snapshot is re-derived (bounded IN lists).
+EVENTS_PER_QUERY = 5000
+
 
 class EvidenceError(Exception):
     """The evidence cannot be re-derived at all (an open year, a snapshot that names no events)."""
@@ -135,33 +138,22 @@ class Verification:
         return not self.differences
 
 
-def verify(evidence: dict, *, audited_hash: str | None = None) -> Verification:
-    """Re-derive the year `evidence` describes with the rules version it names.
-
-    Raises `rules.UnknownRulesVersion` for a version never released and `EvidenceError` for a
-    snapshot that names no inputs (earned before snapshots named them)."""
-    version = evidence.get("rules_version")
-    derive = rules.released(version)
-    if "incidents" not in evidence or "year" not in evidence:
-        raise EvidenceError(
-            "this snapshot names no events (it was taken before snapshots named them): "
-            "there is nothing to re-derive the year from"
-        )
-    result = Verification(rules_version=version, evidence_hash=evidence_hash(evidence))
-    differences = result.differences
-    if audited_hash is not None and audited_hash != result.evidence_hash:
-        differences.append(
-            f"the snapshot's hash {result.evidence_hash} is not the {audited_hash} its audit "
-            "record holds: the snapshot was changed after it was taken"
-        )
-    named = [pk for entry in evidence["incidents"] for pk in entry["events"] + entry["job_events"]]
-    facts = {event.pk: fact_of(event) for event in Event.objects.filter(pk__in=named)}
-    missing = sorted(set(named) - facts.keys())
+def _inputs(evidence: dict, differences: list[str]) -> rules.YearInputs:
+    """The rules' inputs the snapshot names, its events loaded; a named event that is gone is
+    a difference."""
+    named = sorted(
+        {pk for entry in evidence["incidents"] for pk in entry["events"] + entry["job_events"]}
+    )
+    facts = {}
+    for start in range(0, len(named), EVENTS_PER_QUERY):
+        for event in Event.objects.filter(pk__in=named[start : start + EVENTS_PER_QUERY]):
+            facts[event.pk] = fact_of(event)
+    missing = [pk for pk in named if pk not in facts]
     if missing:
         differences.append(f"events named by the snapshot are missing: {missing}")
     overrides = {entry["incident"]: entry["outcome"] for entry in evidence["overrides"]}
     terms = evidence["terms"]
-    inputs = rules.YearInputs(
+    return rules.YearInputs(
         begin=_instant(evidence["year"]["begin"]),
         end=_instant(evidence["year"]["end"]),
         terms=rules.Terms(
@@ -183,7 +175,10 @@ def verify(evidence: dict, *, audited_hash: str | None = None) -> Verification:
             for entry in evidence["incidents"]
         ),
     )
-    derived = result.derived = derive(inputs)
+
+
+def _compare(evidence: dict, derived: rules.YearDerivation, differences: list[str]) -> None:
+    """Every way the snapshot's own result differs from the re-derived one."""
     if evidence["incident_ids"] != [entry["id"] for entry in evidence["incidents"]]:
         differences.append("incident_ids does not list the incidents the snapshot describes")
     for outcome in OUTCOMES:
@@ -202,6 +197,32 @@ def verify(evidence: dict, *, audited_hash: str | None = None) -> Verification:
             differences.append(
                 f"incident {entry['id']}: snapshot {entry['outcome']}, re-derived {again or 'none'}"
             )
+
+
+def verify(evidence: dict, *, audited_hash: str | None = None) -> Verification:
+    """Re-derive the year `evidence` describes with the rules version it names.
+
+    Raises `rules.UnknownRulesVersion` for a version never released and `EvidenceError` for a
+    snapshot that names no inputs (earned before snapshots named them)."""
+    version = evidence.get("rules_version")
+    derive = rules.released(version)
+    if "incidents" not in evidence or "year" not in evidence:
+        raise EvidenceError(
+            "this snapshot names no events (it was taken before snapshots named them): "
+            "there is nothing to re-derive the year from"
+        )
+    result = Verification(rules_version=version, evidence_hash=evidence_hash(evidence))
+    differences = result.differences
+    if audited_hash is not None and audited_hash != result.evidence_hash:
+        differences.append(
+            f"the snapshot's hash {result.evidence_hash} is not the {audited_hash} its audit "
+            "record holds: the snapshot was changed after it was taken"
+        )
+    try:
+        derived = result.derived = derive(_inputs(evidence, differences))
+        _compare(evidence, derived, differences)
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise EvidenceError(f"the snapshot is malformed ({type(exc).__name__}: {exc})") from None
     return result
 
 
