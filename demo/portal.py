@@ -3,7 +3,8 @@
 `seed_portal_demo` makes one customer with a three-year contract whose first year is closed
 (and missed, so it earned a credit) and whose second year is running, a few incidents ingested
 as real CloudEvents (so their pages show a timeline and a reason) and any number of further
-incidents written in bulk (`bulk_create`, no events: enough for counts, charts and lists).
+incidents written in bulk (`bulk_create`, each with the events its outcome follows from, stored
+as processed: the fold would give each the outcome it has, so a closed year's evidence re-derives).
 Customers, memberships, contracts, overrides and closings go through the platform's `do_*`
 actions, as the account team's would.
 """
@@ -19,7 +20,9 @@ from django.utils import timezone
 
 from yoco.accounts.actions import do_add_member
 from yoco.accounts.models import Cluster
-from yoco.events.ingest import ingest_events
+from yoco.events.ingest import canonical_json, content_hash, ingest_events
+from yoco.events.models import Event
+from yoco.events.schema import parse_time
 from yoco.guarantee import rules
 from yoco.guarantee.actions import do_close_year, do_create_contract, do_override_outcome
 from yoco.guarantee.fold import fold
@@ -154,28 +157,55 @@ def _showcase_events(cluster: str, now: datetime) -> dict[str, list[dict]]:
     }  # fmt: skip
 
 
+def _bulk_events(incident: Incident, cluster: Cluster, job: str) -> list[dict]:
+    """The events an incident written in bulk follows from (SPEC 4.3 gives it its outcome)."""
+    at, outcome = incident.detected_at, incident.outcome
+    detected = {"trigger": incident.trigger, "category": incident.category}
+    if incident.scope != "node":
+        detected["scope"] = incident.scope
+    events = [_event("failure.detected", cluster.name, job, incident.subject, at, **detected)]
+    if incident.downtime_ms is None:
+        return events
+    resumed = at + timedelta(milliseconds=incident.downtime_ms)
+    if outcome == "live_resolved":
+        events.append(_event("migration.completed", cluster.name, job, incident.subject,
+                             resumed - timedelta(seconds=5), steps_lost=0,
+                             duration_ms=incident.downtime_ms - 5000))  # fmt: skip
+    elif outcome == "rolled_back":
+        events.append(_event("checkpoint.restored", cluster.name, job, incident.subject,
+                             resumed - timedelta(seconds=5), steps_lost=420))  # fmt: skip
+    events.append(_event("job.resumed", cluster.name, job, incident.subject, resumed, step=1,
+                         downtime_ms=incident.downtime_ms))  # fmt: skip
+    return events
+
+
 def _bulk_incidents(contract: Contract, cluster: Cluster, count: int, now, rng) -> None:
-    """`count` incidents without events, spread over the contract's elapsed time."""
+    """`count` incidents spread over the contract's elapsed time, written in bulk with their
+    events (stored as processed, so that no sweep folds them again)."""
     start = rules.year_bounds(contract.start, 1)[0]
     span = (now - timedelta(hours=1) - start).total_seconds()
     categories, weights = zip(*CATEGORY_WEIGHTS.items(), strict=True)
-    sources = [(f"/clusters/{cluster.name}/jobs/{name}", gpus) for name, gpus, _ in JOBS]
-    rows = []
+    jobs = [(name, f"/clusters/{cluster.name}/jobs/{name}", gpus) for name, gpus, _ in JOBS]
+    rows, events = [], []
     for i in range(count):
         detected = start + timedelta(seconds=rng.random() * span)
+        detected -= timedelta(microseconds=detected.microsecond % 1000)  # events carry ms
         number = rules.year_number(contract.start, contract.years, detected)
-        source, gpus = rng.choice(sources)
+        job, source, gpus = rng.choice(jobs)
         roll = rng.random()
         # Year 1 misses its 90 % target; year 2 is on track.
         live_share = 0.86 if number == 1 else 0.945
         category = rng.choices(categories, weights)[0]
         trigger = "preemptive" if rng.random() < 0.22 else "unplanned"
+        scope = "node"
         downtime = None
         if roll < 0.035:
             outcome, trigger, category = "planned", "planned", "maintenance"
             downtime = int(rng.uniform(90, 200) * 1000)
-        elif category in contract.excluded_categories or roll < 0.06:
+        elif category in contract.excluded_categories:
             outcome = "excluded"
+        elif roll < 0.06:
+            outcome, scope = "excluded", "network_wide"
         else:
             eligible_roll = rng.random()
             if eligible_roll < live_share:
@@ -186,25 +216,43 @@ def _bulk_incidents(contract: Contract, cluster: Cluster, count: int, now, rng) 
                 downtime = int(rng.uniform(12, 55) * 60_000)
             else:
                 outcome = "failed"
-        rows.append(
-            Incident(
-                cluster=cluster,
-                subject=f"bulk-{i:07d}",
-                source=source,
-                contract=contract,
-                year_number=number,
-                detected_at=detected,
-                deadline_at=detected + contract.deadline,
-                trigger=trigger,
-                category=category,
-                scope="node",
-                computed_outcome=outcome,
-                outcome=outcome,
-                downtime_ms=downtime,
-                gpus=gpus,
-            )
+        incident = Incident(
+            cluster=cluster,
+            subject=f"bulk-{i:07d}",
+            source=source,
+            contract=contract,
+            year_number=number,
+            detected_at=detected,
+            deadline_at=detected + contract.deadline,
+            trigger=trigger,
+            category=category,
+            scope=scope,
+            computed_outcome=outcome,
+            outcome=outcome,
+            downtime_ms=downtime,
+            gpus=gpus,
         )
+        rows.append(incident)
+        events.extend(_bulk_events(incident, cluster, job))
     Incident.objects.bulk_create(rows, batch_size=5000)
+    Event.objects.bulk_create(
+        (
+            Event(
+                cluster=cluster,
+                source=event["source"],
+                event_id=event["id"],
+                type=event["type"],
+                time=parse_time(event["time"]),
+                subject=event["subject"],
+                raw=event,
+                content_hash=content_hash(canonical_json(event)),
+                received_at=now,
+                processed_at=now,
+            )
+            for event in events
+        ),
+        batch_size=5000,
+    )
 
 
 def seed_portal_demo(

@@ -73,6 +73,7 @@ def portal_urls(data):
         "/",
         f"/?contract={data.contract.pk}&year=1",
         f"/contracts/{data.contract.pk}/",
+        f"/contracts/{data.contract.pk}/years/1/verify",
         "/incidents/",
         f"/incidents/?contract={data.contract.pk}&outcome=live_resolved",
         *(f"/incidents/{incident.pk}/" for incident in show.values()),
@@ -87,10 +88,16 @@ def private_urls(data):
     """The pages that name one of the customer's objects: 404 for anyone else."""
     return [
         f"/contracts/{data.contract.pk}/",
+        f"/contracts/{data.contract.pk}/years/1/verify",
+        f"/contracts/{data.contract.pk}/years/1/statement.pdf",
         *(f"/incidents/{incident.pk}/" for incident in data.showcase.values()),
     ]
 
 
+def content(response) -> bytes:
+    """The response's bytes; a streamed one is read to its end (running its queries)."""
+    return b"".join(response.streaming_content) if response.streaming else response.content
+
+
 def body(response) -> str:
-    content = b"".join(response.streaming_content) if response.streaming else response.content
-    return content.decode()
+    return content(response).decode()

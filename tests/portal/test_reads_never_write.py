@@ -16,7 +16,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 
 from tests.conftest import cloud_event
-from tests.portal.conftest import body, login
+from tests.portal.conftest import body, content, login
 from yoco.accounts.actions import do_create_billing_token, do_create_read_token
 from yoco.events.ingest import ingest_events
 from yoco.guarantee.expiry import expire_pending
@@ -71,6 +71,8 @@ def _get_urls(data, incident):
         "login": ["/accounts/login/"],
         "portal:home": ["/", f"/?contract={contract}&year=2"],
         "portal:contract": [f"/contracts/{contract}/"],
+        "portal:year-statement": [f"/contracts/{contract}/years/1/statement.pdf"],
+        "portal:year-verify": [f"/contracts/{contract}/years/1/verify"],
         "portal:incidents": ["/incidents/", "/incidents/?outcome=failed"],
         "portal:incident": [f"/incidents/{i.pk}/" for i in [incident, *data.showcase.values()]],
         "portal:incidents-csv": ["/incidents.csv", "/incidents.csv?outcome=failed"],
@@ -122,7 +124,7 @@ def test_every_get_endpoint_reads_without_writing(demo, overdue, client):
     for visitor, path, headers in requests:
         with CaptureQueriesContext(connection) as queries:
             response = visitor.get(path, **headers)
-            body(response)  # a streamed CSV runs its queries while it is read
+            content(response)  # a streamed CSV runs its queries while it is read
         assert response.status_code == 200, path
         writes = [q["sql"] for q in queries if q["sql"].lstrip().upper().startswith(WRITES)]
         assert writes == [], f"GET {path} wrote: {writes}"

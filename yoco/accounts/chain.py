@@ -45,6 +45,12 @@ def record_hash(
         "after": after,
         "previous_hash": previous_hash,
     }
+    return canonical_sha256(content)
+
+
+def canonical_sha256(content) -> str:
+    """SHA-256 of JSON-able ``content`` written canonically (sorted keys, no spaces, UTF-8), so
+    that it hashes the same after a round trip through the database."""
     canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
 

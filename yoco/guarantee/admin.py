@@ -15,6 +15,7 @@ from django.utils.html import format_html, format_html_join
 from yoco.accounts.history import audit_history
 from yoco.events.models import Event
 from yoco.guarantee import actions, rules, sizing
+from yoco.guarantee.evidence import evidence_hash
 from yoco.guarantee.models import Contract, ContractYear, Credit, Dispute, Incident, Job
 from yoco.lib.admin import ReadOnlyAdmin, ReadOnlyInline, ReasonForm, each_action, form_action
 from yoco.lib.vocabulary import OVERRIDE_OUTCOMES
@@ -120,6 +121,12 @@ class ContractAdmin(ReadOnlyAdmin):
         return audit_history("Contract", contract.pk)
 
 
+@admin.display(description="evidence SHA-256")
+def evidence_sha256(obj) -> str:
+    """The hash the audit record of the closing (or earning) holds; `verify_credit` checks it."""
+    return evidence_hash(obj.evidence) if obj.evidence else "—"
+
+
 @admin.register(ContractYear)
 class ContractYearAdmin(ReadOnlyAdmin):
     list_display = ["__str__", "number", "start", "end", "state", "needs_review", "credit"]
@@ -137,6 +144,7 @@ class ContractYearAdmin(ReadOnlyAdmin):
         "needs_review",
         "review_note",
         "credit",
+        evidence_sha256,
         "history",
     ]
     readonly_fields = fields
@@ -215,6 +223,7 @@ class CreditAdmin(ReadOnlyAdmin):
         "basis",
         "order_value",
         "changed_by",
+        evidence_sha256,
         "evidence",
         "change_seq",
         "created",

@@ -72,6 +72,8 @@ class ContractYear(models.Model):
     # Set when a late event would change a closed year's result; the account team decides.
     needs_review = models.BooleanField(default=False)
     review_note = models.TextField(blank=True)
+    # What the closed result was derived from (`guarantee.evidence`); empty while open.
+    evidence = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["contract", "number"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -24,6 +24,7 @@ from typing import Any
 from yoco.lib import savings
 from yoco.lib.vocabulary import (
     CHECKPOINT_RESTORED,
+    ELIGIBLE,
     EXCLUDED,
     FAILED,
     FAILURE_DETECTED,
@@ -32,6 +33,7 @@ from yoco.lib.vocabulary import (
     LIVE_RESOLVED,
     MIGRATION_COMPLETED,
     MIGRATION_FAILED,
+    OUTCOMES,
     PENDING,
     PLANNED,
     ROLLED_BACK,
@@ -40,7 +42,8 @@ from yoco.lib.vocabulary import (
     TRIGGER_PLANNED,
 )
 
-# Bump whenever a rule below changes what it decides; stored in credit evidence snapshots.
+# Bump whenever a rule below changes what it decides, and release the new version in
+# `RELEASED_RULES` (at the end): stored in every closed year's evidence snapshot.
 RULES_VERSION = "1"
 
 # --- Contract defaults (SPEC 4.1): the one place they are written --------------------------
@@ -337,6 +340,11 @@ def counts_as_of(counts: Mapping[str, int], expired_pending: int) -> dict[str, i
 # --- Compliance (SPEC 4.4) -----------------------------------------------------------------
 
 
+def eligible(counts: Mapping[str, int]) -> int:
+    """live_resolved + rolled_back + failed of a year's outcome counts."""
+    return sum(counts.get(outcome, 0) for outcome in ELIGIBLE)
+
+
 def _check_counts(live_resolved: int, eligible: int) -> None:
     for name, value in (("live_resolved", live_resolved), ("eligible", eligible)):
         if isinstance(value, bool) or not isinstance(value, int):
@@ -522,3 +530,94 @@ def format_amount(value: Decimal, currency: str) -> str:
     """``value`` written with exactly the currency's minor-unit decimals, rounded half-up."""
     places = minor_units(currency)
     return str(_round_half_up(Fraction(_finite(value, "amount")), places))
+
+
+# --- Re-deriving a closed year from its evidence -------------------------------------------
+
+
+@dataclass(frozen=True)
+class IncidentInputs:
+    """What a year's evidence names for one incident: its events, the frameworks its job
+    reported, and the account team's override in force (None: the computed outcome stands)."""
+
+    id: int
+    events: tuple[EventFact, ...]
+    job_frameworks: frozenset[str] = frozenset()
+    override: str | None = None
+
+
+@dataclass(frozen=True)
+class YearInputs:
+    """Everything a closed year's result follows from. ``now`` is when it closed: a pending
+    incident whose deadline had passed by then counts as failed."""
+
+    begin: datetime
+    end: datetime
+    terms: Terms
+    target: Decimal
+    now: datetime
+    incidents: tuple[IncidentInputs, ...]
+
+    def __post_init__(self) -> None:
+        for name in ("begin", "end", "now"):
+            _require_aware(getattr(self, name), name)
+
+
+@dataclass(frozen=True)
+class YearDerivation:
+    """A year re-derived: each incident's outcome (None: it counts toward no outcome of this
+    year, having no detection inside it) and the counts, eligible total and verdict."""
+
+    outcomes: Mapping[int, str | None]
+    counts: Mapping[str, int]
+    eligible: int
+    meets: bool
+
+
+def _derive_year_1(inputs: YearInputs) -> YearDerivation:
+    """Rules version 1: SPEC 4.3 per incident (override first), 4.4 for the year."""
+    outcomes: dict[int, str | None] = {}
+    for incident in inputs.incidents:
+        found = detection(incident.events)
+        if found is None or not inputs.begin <= found.time < inputs.end:
+            outcomes[incident.id] = None
+            continue
+        computed = outcome(
+            incident.events,
+            job_frameworks=incident.job_frameworks,
+            terms=inputs.terms,
+            now=inputs.now,
+        )
+        outcomes[incident.id] = incident.override or computed
+    counts = dict.fromkeys(OUTCOMES, 0)
+    for decided in outcomes.values():
+        if decided is not None:
+            counts[decided] += 1
+    total = eligible(counts)
+    return YearDerivation(
+        outcomes=outcomes,
+        counts=counts,
+        eligible=total,
+        meets=meets(counts[LIVE_RESOLVED], total, inputs.target),
+    )
+
+
+# Every released rules version, callable for ever: an old snapshot is re-derived with the rules
+# it names. A rule change adds a version (a new function) and leaves the released ones deciding
+# exactly as they did, with the helpers they call.
+RELEASED_RULES: Mapping[str, Callable[[YearInputs], YearDerivation]] = {"1": _derive_year_1}
+
+
+class UnknownRulesVersion(ValueError):
+    """A snapshot names a rules version that was never released."""
+
+
+def released(version: str) -> Callable[[YearInputs], YearDerivation]:
+    """The released rules ``version``; UnknownRulesVersion for one never released."""
+    derive = RELEASED_RULES.get(version) if isinstance(version, str) else None
+    if derive is None:
+        raise UnknownRulesVersion(
+            f"rules version {version!r} was never released "
+            f"(released: {', '.join(sorted(RELEASED_RULES))})"
+        )
+    return derive

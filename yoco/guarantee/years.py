@@ -10,8 +10,9 @@ from django.utils import timezone
 from yoco.guarantee import rules
 from yoco.guarantee.changes import announce_year_status
 from yoco.guarantee.models import Contract, ContractYear, Incident
+from yoco.guarantee.rules import eligible
 from yoco.guarantee.status import YearStatus, year_status
-from yoco.lib.vocabulary import ELIGIBLE, OUTCOMES, PENDING
+from yoco.lib.vocabulary import OUTCOMES, PENDING
 
 
 def terms_of(contract: Contract) -> rules.Terms:
@@ -34,10 +35,6 @@ def count_outcomes(contract_id: int, number: int) -> dict[str, int]:
     for row in rows:
         counts[row["outcome"]] = row["n"]
     return counts
-
-
-def eligible(counts: dict[str, int]) -> int:
-    return sum(counts.get(outcome, 0) for outcome in ELIGIBLE)
 
 
 def stored_status(year: ContractYear, counts: dict | None = None) -> YearStatus:

@@ -2,12 +2,19 @@ from django.urls import path
 
 from yoco.portal import notification_settings as notify
 from yoco.portal import views
+from yoco.portal import year_evidence as evidence
 
 app_name = "portal"
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("contracts/<int:pk>/", views.contract_detail, name="contract"),
+    path(
+        "contracts/<int:pk>/years/<int:number>/statement.pdf",
+        evidence.year_statement,
+        name="year-statement",
+    ),
+    path("contracts/<int:pk>/years/<int:number>/verify", evidence.year_verify, name="year-verify"),
     path("incidents/", views.incident_list, name="incidents"),
     path("incidents.csv", views.incidents_csv, name="incidents-csv"),
     path("incidents/<int:pk>/", views.incident_detail, name="incident"),

@@ -82,7 +82,7 @@ def _live_credit(year):
     return next((c for c in credits if c.state != Credit.VOIDED), credits[0] if credits else None)
 
 
-def _money(amount, currency):
+def money(amount, currency):
     """An amount for people: rounded half-up to the minor unit, with thousands separators."""
     places = rules.minor_units(currency)
     return f"{Decimal(rules.format_amount(amount, currency)):,.{places}f} {currency}"
@@ -124,7 +124,7 @@ def home(request):
             stats=stats,
             protected=protected,
             protected_value=(
-                _money(protected.value, contract.currency) if protected.value is not None else None
+                money(protected.value, contract.currency) if protected.value is not None else None
             ),
             per_failure_hours=protected.checkpoint_restart_hours_per_failure,
             mean_live_downtime=(
@@ -163,7 +163,7 @@ def contract_detail(request, pk):
                 "year": year,
                 "glance": glance(year, now, result),
                 "credit": credit,
-                "credit_amount": _money(credit.amount, credit.currency) if credit else None,
+                "credit_amount": money(credit.amount, credit.currency) if credit else None,
                 "credits": list(year.credits.all()),
             }
         )
@@ -173,7 +173,7 @@ def contract_detail(request, pk):
         {
             "contract": contract,
             "rows": rows,
-            "annual_value": _money(contract.annual_value, contract.currency),
+            "annual_value": money(contract.annual_value, contract.currency),
             "now": now,
             "spares_form": spares_form,
             "history": history,

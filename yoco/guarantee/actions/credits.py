@@ -19,8 +19,8 @@ from django.db import IntegrityError, transaction
 from yoco.accounts.actions import audit, require_account_team, require_reason
 from yoco.guarantee import rules
 from yoco.guarantee.changes import announce_credit_state
+from yoco.guarantee.evidence import evidence_hash
 from yoco.guarantee.models import ContractYear, Credit
-from yoco.guarantee.years import eligible
 from yoco.lib.errors import ActionError
 
 
@@ -34,18 +34,12 @@ def credit_snapshot(credit: Credit) -> dict:
     }
 
 
-def earn_credit(year: ContractYear, counts: dict, incident_ids: list[int], actor) -> Credit | None:
-    """The credit of a missed year, with its evidence; None when a live one exists already.
+def earn_credit(year: ContractYear, evidence: dict, actor) -> Credit | None:
+    """The credit of a missed year, with the year's evidence snapshot; None when a live one
+    exists already. The snapshot's hash goes into the audit record (`guarantee.evidence`).
 
     Part of closing a year: runs inside that transaction."""
     contract = year.contract
-    evidence = {
-        "counts": counts,
-        "eligible": eligible(counts),
-        "target": str(contract.target),
-        "incident_ids": incident_ids,
-        "rules_version": rules.RULES_VERSION,
-    }
     amount = rules.credit_amount(
         contract.credit_rate, Decimal(contract.annual_value), contract.currency
     )
@@ -56,7 +50,12 @@ def earn_credit(year: ContractYear, counts: dict, incident_ids: list[int], actor
             )
     except IntegrityError:
         return None  # a live credit for this year exists already
-    record = audit(actor, "earn_credit", credit, after=credit_snapshot(credit))
+    record = audit(
+        actor,
+        "earn_credit",
+        credit,
+        after={**credit_snapshot(credit), "evidence_hash": evidence_hash(evidence)},
+    )
     Credit.objects.filter(pk=credit.pk).update(change_seq=record.pk)
     announce_credit_state(credit, None, credit.state)
     return credit

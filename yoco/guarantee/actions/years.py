@@ -9,20 +9,11 @@ from yoco.accounts.actions import audit, require_account_team, require_reason
 from yoco.guarantee import rules
 from yoco.guarantee.actions.credits import change_credit, earn_credit
 from yoco.guarantee.changes import announce_year_status
+from yoco.guarantee.evidence import evidence_hash, snapshot
 from yoco.guarantee.expiry import expire_pending
-from yoco.guarantee.models import ContractYear, Credit, Dispute, Incident
+from yoco.guarantee.models import ContractYear, Credit, Dispute
 from yoco.guarantee.years import count_outcomes, eligible, stored_status
 from yoco.lib.errors import ActionError
-
-
-def _incident_ids(year: ContractYear) -> list[int]:
-    return list(
-        Incident.objects.filter(
-            contract_id=year.contract_id, year_number=year.number, outcome__isnull=False
-        )
-        .order_by("pk")
-        .values_list("pk", flat=True)
-    )
 
 
 def open_disputes(year: ContractYear) -> int:
@@ -56,8 +47,13 @@ def do_close_year(year: ContractYear, *, now: datetime, actor=None) -> bool:
         year.refresh_from_db()
         before = stored_status(year)
         # A conditional UPDATE instead of a lock: only one closer wins.
+        evidence = snapshot(year, counts, now)
         closed = ContractYear.objects.filter(pk=year.pk, state=ContractYear.OPEN).update(
-            state=ContractYear.CLOSED, counts=counts, closed_at=now, needs_review=False
+            state=ContractYear.CLOSED,
+            counts=counts,
+            closed_at=now,
+            needs_review=False,
+            evidence=evidence,
         )
         if not closed:
             return False
@@ -68,11 +64,15 @@ def do_close_year(year: ContractYear, *, now: datetime, actor=None) -> bool:
             "close_year",
             year,
             before={"state": ContractYear.OPEN},
-            after={"state": ContractYear.CLOSED, "counts": counts},
+            after={
+                "state": ContractYear.CLOSED,
+                "counts": counts,
+                "evidence_hash": evidence_hash(evidence),
+            },
         )
         live, total = counts["live_resolved"], eligible(counts)
         if not rules.meets(live, total, year.contract.target):
-            earn_credit(year, counts, _incident_ids(year), actor)
+            earn_credit(year, evidence, actor)
         return True
 
 
@@ -124,7 +124,11 @@ def do_reopen_year(year: ContractYear, *, actor, reason: str) -> ContractYear:
             )
         before = _year_snapshot(current)
         reopened = ContractYear.objects.filter(pk=current.pk, state=ContractYear.CLOSED).update(
-            state=ContractYear.OPEN, closed_at=None, needs_review=False, review_note=""
+            state=ContractYear.OPEN,
+            closed_at=None,
+            needs_review=False,
+            review_note="",
+            evidence={},
         )
         if not reopened:
             raise ActionError(f"year {current.number} was changed by someone else meanwhile")

@@ -42,7 +42,10 @@ class BillingCreditSerializer(serializers.Serializer):
     currency = serializers.CharField(help_text="ISO 4217 code")
     basis = serializers.ChoiceField(choices=[Credit.BASIS_ANNUAL_VALUE, Credit.BASIS_ORDER])
     order_value = serializers.CharField(allow_null=True, help_text="booked order value, or null")
-    evidence = serializers.DictField(help_text="counts, incident ids and rules version")
+    evidence = serializers.DictField(
+        help_text="the year's evidence snapshot: counts, incidents with their event ids, "
+        "overrides, dispute decisions, rules version (docs/platform.md)",
+    )
     change_seq = serializers.IntegerField(help_text="position in the change sequence")
     earned_at = serializers.DateTimeField()
     approved_at = serializers.DateTimeField(allow_null=True)
