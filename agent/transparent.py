@@ -865,6 +865,14 @@ class TransparentRun(Run):
             message = "the script ended without a training step (no DistributedDataParallel step)"
             self.channel.send({"type": "fatal", "message": message})
             return
+        if not self.loaded and self.boundaries < self.current_step:
+            message = (
+                f"catching up to step {self.current_step}, the script ended after "
+                f"{self.boundaries} step boundaries: its control flow depends on values catch-up "
+                "does not compute"
+            )
+            self.channel.send({"type": "fatal", "message": message})
+            return
         # A spare that resumed after the last step caught up through the whole script (without
         # the model's compute) and starts nothing.
         self._announce_start()
