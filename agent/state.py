@@ -121,35 +121,44 @@ class Registry:
         return int(state["step"])
 
     def per_rank_state(self) -> dict:
-        state = {
-            "torch": torch.get_rng_state(),
-            "python": random.getstate(),
+        return {
+            **rng_state(),
             "data": self.data.state_dict() if self.data is not None else None,
             "per_rank": {name: obj.state_dict() for name, obj in self.per_rank.items()},
         }
-        if torch.cuda.is_available():
-            state["cuda"] = torch.cuda.get_rng_state_all()
-        try:
-            import numpy
-
-            state["numpy"] = numpy.random.get_state()
-        except ImportError:
-            pass
-        return state
 
     def load_per_rank_state(self, state: dict) -> None:
-        torch.set_rng_state(state["torch"])
-        random.setstate(state["python"])
-        if "cuda" in state:
-            torch.cuda.set_rng_state_all(state["cuda"])
-        if "numpy" in state:
-            import numpy
-
-            numpy.random.set_state(state["numpy"])
+        load_rng_state(state)
         if self.data is not None:
             self.data.load_state_dict(state["data"])
         for name, obj in self.per_rank.items():
             obj.load_state_dict(state["per_rank"][name])
+
+
+def rng_state() -> dict:
+    """The global random streams: torch's (CPU, and every CUDA device's), Python's, NumPy's."""
+    state = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    try:
+        import numpy
+
+        state["numpy"] = numpy.random.get_state()
+    except ImportError:
+        pass
+    return state
+
+
+def load_rng_state(state: dict) -> None:
+    """Put the streams `rng_state` took (and any state holding its keys) back."""
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    if "cuda" in state:
+        torch.cuda.set_rng_state_all(state["cuda"])
+    if "numpy" in state:
+        import numpy
+
+        numpy.random.set_state(state["numpy"])
 
 
 def encode_per_rank(state: dict) -> bytes:

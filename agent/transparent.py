@@ -68,7 +68,7 @@ from agent.catchup import SUPPRESSED, OutputShapes, propagate_on_meta
 from agent.protocol import ChannelClosed, error_text
 from agent.reducer import FlatReducer
 from agent.runtime import Run, _bytes_tensor, attach
-from agent.state import Registry, decode_per_rank, encode_per_rank
+from agent.state import Registry, decode_per_rank, encode_per_rank, load_rng_state, rng_state
 from agent.transport import pair_group, recv_state, send_state
 
 _RUN: TransparentRun | None = None
@@ -404,6 +404,10 @@ class TransparentRun(Run):
         self._zero_grads: dict[int, torch.Tensor] = {}
         self._catch_up_began = (0.0, 0.0)  # wall and CPU clocks when catch-up began
         self.total_numel = 0
+        # Model calls since the last step boundary, and the random streams as the last real one
+        # left them (see _per_rank_state).
+        self.model_calls = 0
+        self._after_model_call: dict | None = None
         self.boundaries = 0  # step boundaries this process has passed (replayed or real)
         self.offsets: dict[int, tuple[int, int]] = {}  # param data_ptr -> (offset, numel)
         self.buffers: list[torch.Tensor] = []
@@ -505,6 +509,7 @@ class TransparentRun(Run):
                 self.skip_data = False  # the batches of step R are the real ones
                 self._check_per_rank()
                 self._arm_load()
+            self.model_calls = 0
             return
         if not self.started:
             self._first_boundary()
@@ -521,7 +526,7 @@ class TransparentRun(Run):
                 self._await_coordinator("stalled")
                 continue
             self._fill(buckets)
-            blob = encode_per_rank(self.registry.per_rank_state())
+            blob = encode_per_rank(self._per_rank_state())
             if self.reducer.all_reduce(
                 self.group, self.rank, blob, self._pause_requested, self._abort
             ):
@@ -529,6 +534,7 @@ class TransparentRun(Run):
             self._abandon_step()
             self._await_coordinator("stalled")
         self._unfill(buckets)
+        self.model_calls = 0
         if checkpointed and self.rank == 0:
             # Every rank wrote its part before entering this step's all-reduce, which is done.
             checkpoint.mark_complete(
@@ -539,6 +545,13 @@ class TransparentRun(Run):
         self._step_buffers = None  # the next forward takes a fresh snapshot
         self.current_step += 1
         self._step_began = time.perf_counter()
+
+    def _per_rank_state(self) -> dict:
+        """The registry's per-rank state, and how many model calls this step made so far with
+        the random streams as the last of them left them: where a spare catching up puts its
+        streams right after its own (faked) call of that count (_follow_replaced_rank)."""
+        calls = {"count": self.model_calls, "rng": self._after_model_call}
+        return {**self.registry.per_rank_state(), "model_calls": calls}
 
     def snapshot_buffers(self, ddp_module) -> None:
         if self._step_buffers is None and self.loaded:
@@ -654,6 +667,12 @@ class TransparentRun(Run):
         """At the boundary of step R-1: take the replaced rank's per-rank state from its mirror
         copy, taken at the same point."""
         theirs = decode_per_rank(self.pending_slot)
+        if self.model_calls != theirs["model_calls"]["count"]:
+            SUPPRESSED.warn(
+                f"WARNING catching up, step {self.current_step - 1} made {self.model_calls} "
+                f"model calls where the replaced rank made {theirs['model_calls']['count']}: "
+                "the script's control flow depends on values catch-up does not compute"
+            )
         # The RNG streams differ (the model's own draws, e.g. dropout, were skipped): restoring
         # them is the normal case. The data position is compared by DataPositions.
         self.registry.load_per_rank_state(theirs)
@@ -707,9 +726,11 @@ class TransparentRun(Run):
         if next(module.parameters(), None) is None:
             return call(module, *args, **kwargs)
         key = catchup.signature(TRACKER.index.get(module, -1), module, args, kwargs)
+        self.model_calls += 1
         if not self.fake_model:
             output = call(module, *args, **kwargs)
             self.shapes.record(key, output)
+            self._after_model_call = rng_state()
             return output
         device = next(module.parameters()).device
         output = self.shapes.build(key, device)
@@ -720,12 +741,26 @@ class TransparentRun(Run):
         leaves = [t for t in pytree.tree_leaves(output) if isinstance(t, torch.Tensor)]
         leaves = [t for t in leaves if t.requires_grad]
         if leaves and _is_ddp(module) and module.require_backward_grad_sync:
-            leaves[0].register_hook(lambda _grad: self.boundary(None))
+            _at_end_of_backward(leaves, lambda: self.boundary(None))
         elif leaves and not _is_ddp(module):
             # A script averaging gradients itself reads every parameter's .grad after backward:
             # give it zeros (one buffer, reused), as a real backward would give it values.
-            leaves[0].register_hook(lambda _grad: self._zero_grads_for(module))
+            _at_end_of_backward(leaves, lambda: self._zero_grads_for(module))
+        self._follow_replaced_rank()
         return output
+
+    def _follow_replaced_rank(self) -> None:
+        """Catching up, in the step before the resume step R, right after the model call that
+        was the replaced rank's last one in that step: take the random streams as that call
+        left them there (the faked call drew nothing, e.g. no dropout masks) and load real
+        batches again. What the script draws or loads from here to the step boundary is used
+        in step R: nanoGPT fetches the next batch between forward and backward."""
+        if self.boundaries != self.current_step - 1:
+            return
+        theirs = decode_per_rank(self.pending_slot)["model_calls"]
+        if self.model_calls == theirs["count"]:
+            load_rng_state(theirs["rng"])
+            self.skip_data = False
 
     def _zero_grads_for(self, module) -> None:
         params = [p for p in module.parameters() if p.requires_grad]
@@ -801,7 +836,7 @@ class TransparentRun(Run):
         if self.reducer is None or self.reducer.world_size != self.world_size:
             flat = nn.Parameter(torch.zeros(1).expand(self.total_numel))
             self.reducer = FlatReducer([flat], self.world_size, command["slot_bytes"])
-            blob = self.pending_slot or encode_per_rank(self.registry.per_rank_state())
+            blob = self.pending_slot or encode_per_rank(self._per_rank_state())
         else:
             blob = self.reducer.mirror_of(self.rank)
             if self._buffer_poisoned:
@@ -830,6 +865,14 @@ class TransparentRun(Run):
             message = "the script ended without a training step (no DistributedDataParallel step)"
             self.channel.send({"type": "fatal", "message": message})
             return
+        if not self.loaded and self.boundaries < self.current_step:
+            message = (
+                f"catching up to step {self.current_step}, the script ended after "
+                f"{self.boundaries} step boundaries: its control flow depends on values catch-up "
+                "does not compute"
+            )
+            self.channel.send({"type": "fatal", "message": message})
+            return
         # A spare that resumed after the last step caught up through the whole script (without
         # the model's compute) and starts nothing.
         self._announce_start()
@@ -840,6 +883,22 @@ class TransparentRun(Run):
 def _clocks() -> tuple[float, float]:
     """Wall time and this thread's CPU time."""
     return time.perf_counter(), time.thread_time()
+
+
+def _at_end_of_backward(outputs: list[torch.Tensor], callback) -> None:
+    """Run `callback` once, at the end of the first backward that reaches any of a faked module
+    call's outputs (each a leaf of its own), where a real call's DDP reducer finishes. A backward
+    may reach only some of them: a model returning `(logits, loss)`, whose loss is
+    backpropagated, reaches the loss alone."""
+    pending = [True]
+
+    def hook(_grad) -> None:
+        if pending:
+            pending.clear()
+            torch.autograd.Variable._execution_engine.queue_callback(callback)
+
+    for output in outputs:
+        output.register_hook(hook)
 
 
 def _is_ddp(module) -> bool:

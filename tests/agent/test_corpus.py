@@ -42,23 +42,7 @@ def assert_same(got, want, path="state") -> None:
         assert got == want, path
 
 
-NOT_YET = {
-    ("nanogpt", "transparent"): "after its migrations nanogpt.py under transparent mode ends "
-    "with other weights than its failure-free run, with the catch-up without recompute as "
-    "before it; cause not found yet"
-}
-
-
-@pytest.mark.parametrize(
-    ("case", "mode"),
-    [
-        pytest.param(c, m, marks=[pytest.mark.xfail(strict=True, reason=NOT_YET[c, m])])
-        if (c, m) in NOT_YET
-        else (c, m)
-        for c in sorted(CORPUS)
-        for m in sorted(MODES)
-    ],
-)
+@pytest.mark.parametrize(("case", "mode"), [(c, m) for c in sorted(CORPUS) for m in sorted(MODES)])
 def test_corpus_script_survives_kill_thermal_drain_bit_identical(start_transparent, case, mode):
     name, args, total, (kill_at, alarm_at, drain_at) = CORPUS[case]
     script, transparent = name + MODES[mode], mode == "transparent"
