@@ -170,6 +170,8 @@ class Demo:
         job = f"demo-{dt.datetime.now(dt.UTC):%Y%m%d-%H%M%S}"
         command = [
             PYTHON, "-m", "agent.cli", "run", "--workers", "2", "--spares", "3",
+            # The failures come at fixed steps, the first at 20: protected from the first step.
+            "--spares-start", "before-training",
             "--cluster", creds["cluster"], "--job", job,
             "--platform", self.url, "--spool", str(VAR / "demo-spool.sqlite3"),
             "--events", str(self.run_dir / "events.jsonl"),
