@@ -269,8 +269,7 @@ class Coordinator:
                 s.world_size,
                 s.model,
                 _gpus(workers),
-                spares=sum(1 for m in membership.members if m.role == "spare")
-                + (self.spare_supply.pending() if self.spare_supply else 0),
+                spares=_standby_spares(membership.members, self.spare_supply),
                 parallelism={"dp_replicate": s.world_size},  # every rank a full replica
                 extra=_protection(workers),
             )
@@ -300,6 +299,15 @@ def _protection(workers: list[Member]) -> dict | None:
         return None
     unprotected = sorted({name for r in reports for name in r["unprotected"]})
     return {"protected": not unprotected, "unprotected": unprotected}
+
+
+def _standby_spares(members: list[Member], supply: SpareSupply | None) -> int:
+    """The spares at the start: those that joined, and the local ones still on their way. A
+    local spare that joined but is not ready yet is both, and counts once."""
+    joined = [m for m in members if m.role == "spare"]
+    if supply is None:
+        return len(joined)
+    return sum(1 for m in joined if m.pid not in supply.loading) + supply.pending()
 
 
 def _gpus(workers: list[Member]) -> int:
