@@ -152,7 +152,10 @@ class EventFactory:
         nbytes: int,
         recompute_ms: float,
         resumed_step: int,
+        verified: bool | None = None,
     ) -> dict:
+        """`verified`: whether the target's digest of the moved state equalled the source's
+        (None: not known, and left out)."""
         data = {
             "steps_lost": _count(steps_lost),
             "duration_ms": _count(duration_ms),
@@ -160,6 +163,8 @@ class EventFactory:
             "recompute_ms": _count(recompute_ms),
             "resumed_step": _count(resumed_step),
         }
+        if verified is not None:
+            data["verified"] = bool(verified)
         return self._event("migration.completed", data, incident)
 
     def migration_failed(self, incident: str, reason: str) -> dict:

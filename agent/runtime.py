@@ -38,7 +38,7 @@ from agent.loader import LoaderPosition
 from agent.protocol import Channel, ChannelClosed, error_text, split_address
 from agent.reducer import FlatReducer
 from agent.skeleton import flatten
-from agent.state import Registry, decode_per_rank, encode_per_rank
+from agent.state import Registry, decode_per_rank, digest, encode_per_rank
 from agent.telemetry import HealthMonitor
 from agent.transport import pair_group, recv_state, send_state
 
@@ -381,7 +381,8 @@ class Run:
                 "per_rank": _bytes_tensor(self.reducer.mirror_of(command["for_rank"])),
             }
             nbytes = send_state(group, state)
-            reply = {"ok": True, "bytes": nbytes}
+            # After the send: the target hashes what it loaded meanwhile (state.digest).
+            reply = {"ok": True, "bytes": nbytes, "digest": digest(state)}
         except Exception as error:  # noqa: BLE001 - any failure is reported, the process lives
             reply = {"ok": False, "error": error_text(error)}
         reply["duration_ms"] = (time.perf_counter() - started) * 1000
@@ -398,7 +399,7 @@ class Run:
             self.current_step = self.registry.load_replicated_state(received.state["replicated"])
             per_rank = received.state["per_rank"].numpy().tobytes()
             self.registry.load_per_rank_state(decode_per_rank(per_rank))
-            reply = {"ok": True, "bytes": received.nbytes}
+            reply = {"ok": True, "bytes": received.nbytes, "digest": digest(received.state)}
         except Exception as error:  # noqa: BLE001 - any failure is reported, the process lives
             reply = {"ok": False, "error": error_text(error)}
         reply["duration_ms"] = (time.perf_counter() - started) * 1000

@@ -32,7 +32,8 @@ class SpareSupply:
             raise ValueError(f"spares start {' or '.join(WHEN)}, not {when!r}")
         self._start = start
         self._hurry = hurry
-        self._batch = 1 if when == "after-workers" else count
+        self._at_launch = when != "after-workers"
+        self._batch = count if self._at_launch else 1
         self.holds_first_step = when == "before-training"
         self.remaining = count
         self.loading: set[int] = set()  # pids of the spares started and not ready yet
@@ -40,7 +41,7 @@ class SpareSupply:
 
     def launch(self) -> None:
         """The workers have been started: unless after-workers, start every spare now."""
-        if self._batch > 1:
+        if self._at_launch:  # even a single spare: before-training waits for it
             self.begin()
 
     def begin(self) -> None:

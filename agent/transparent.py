@@ -68,7 +68,14 @@ from agent.catchup import SUPPRESSED, OutputShapes, propagate_on_meta
 from agent.protocol import ChannelClosed, error_text
 from agent.reducer import FlatReducer
 from agent.runtime import Run, _bytes_tensor, attach
-from agent.state import Registry, decode_per_rank, encode_per_rank, load_rng_state, rng_state
+from agent.state import (
+    Registry,
+    decode_per_rank,
+    digest,
+    encode_per_rank,
+    load_rng_state,
+    rng_state,
+)
 from agent.transport import pair_group, recv_state, send_state
 
 _RUN: TransparentRun | None = None
@@ -788,7 +795,8 @@ class TransparentRun(Run):
                 "numel": self.total_numel,
                 "output_shapes": _bytes_tensor(self.shapes.to_bytes()),
             }
-            reply = {"ok": True, "bytes": send_state(group, state)}
+            nbytes = send_state(group, state)
+            reply = {"ok": True, "bytes": nbytes, "digest": digest(state)}
         except Exception as error:  # noqa: BLE001 - any failure is reported, the process lives
             reply = {"ok": False, "error": error_text(error)}
         reply["duration_ms"] = (time.perf_counter() - started) * 1000
@@ -811,7 +819,7 @@ class TransparentRun(Run):
             self.total_numel = int(received.state["numel"])
             self.shapes.update_from(received.state["output_shapes"].numpy().tobytes())
             self.current_step = int(self.pending["step"])
-            reply = {"ok": True, "bytes": received.nbytes}
+            reply = {"ok": True, "bytes": received.nbytes, "digest": digest(received.state)}
         except Exception as error:  # noqa: BLE001 - any failure is reported, the process lives
             reply = {"ok": False, "error": error_text(error)}
         reply["duration_ms"] = (time.perf_counter() - started) * 1000

@@ -32,6 +32,10 @@ WINDOW = 128  # sends/receives in flight: 1 GiB, as in the best raw gloo pattern
 # Fault injection for tests and demos: the receiver pauses this long after each tensor, so a
 # migration lasts long enough to kill its source or target in the middle of it.
 RECV_DELAY_ENV = "YOCO_INJECT_RECV_DELAY_S"
+# Fault injection for tests: the one receiver that claims (deletes) the file this names flips a
+# bit of the state it received, after the checksums passed: a target holding something other
+# than the source's state, which only the digest of the moved state (state.digest) tells.
+CORRUPT_ONCE_ENV = "YOCO_INJECT_CORRUPT_ONCE"
 
 
 class TransferError(RuntimeError):
@@ -93,7 +97,22 @@ def recv_state(group: dist.ProcessGroup, template: dict | None) -> Received:
         raise
     if device_to_device:
         cuda_stream.acknowledge(group, True)
+    _corrupt_if_claimed(received.state)
     return received
+
+
+def _corrupt_if_claimed(state: dict) -> None:
+    token = os.environ.get(CORRUPT_ONCE_ENV)
+    if not token:
+        return
+    try:
+        os.remove(token)
+    except FileNotFoundError:
+        return  # another receiver claimed it
+    first = encode(state).tensors[0]
+    with torch.no_grad():
+        byte = first.reshape(-1)[:1].view(torch.uint8)
+        byte[0] ^= 1
 
 
 def _send_host_staged(group: dist.ProcessGroup, state: dict) -> int:

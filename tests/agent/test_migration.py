@@ -50,6 +50,7 @@ def test_three_triggers_bit_identical_to_failure_free_run(start_job, baseline):
         assert completed["data"]["steps_lost"] == 0
         assert completed["data"]["resumed_step"] == resumed["data"]["step"]
         assert completed["data"]["bytes"] > 0
+        assert completed["data"]["verified"] is True  # the target holds the source's state
     assert set(by_trigger) == {"unplanned", "preemptive", "planned"}
     assert by_trigger["unplanned"][1]["data"]["state_source"] == "replica"
     assert by_trigger["unplanned"][0]["data"]["rank"] == 1

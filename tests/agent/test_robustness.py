@@ -8,6 +8,8 @@ import signal
 
 import pytest
 
+from agent.recovery import DIGEST_MISMATCH
+from agent.transport import CORRUPT_ONCE_ENV
 from tests.agent.conftest import GPT_ARGS, assert_bit_identical, incidents
 
 pytestmark = pytest.mark.agent
@@ -44,6 +46,35 @@ def test_spare_killed_during_migration_moves_on_to_the_next_spare(start_job, bas
         "job.resumed",
     ]
     assert "died while receiving" in events[2]["data"]["reason"]
+    assert events[4]["data"]["steps_lost"] == 0
+
+
+def test_spare_whose_state_digest_differs_loses_the_migration_to_the_next_spare(
+    start_job, baseline, monkeypatch, tmp_path
+):
+    # A test hook (transport.CORRUPT_ONCE_ENV): the first spare to receive a state flips a bit
+    # of it after the transfer's checksums passed; only the digests of the moved state differ.
+    token = tmp_path / "corrupt-once"
+    token.touch()
+    monkeypatch.setenv(CORRUPT_ONCE_ENV, str(token))
+    job = start_job("digest", workers=4, spares=2, script_args=GPT_ARGS + SLOW_STEPS)
+    job.wait_step(6)
+    os.kill(job.worker_pid(1), signal.SIGKILL)
+    assert job.wait_done() == 0, job.output()
+
+    assert not token.exists()
+    assert_bit_identical(job.final_states(), baseline)
+    (events,) = incidents(job).values()
+    assert _types(events) == [
+        "failure.detected",
+        "migration.started",
+        "migration.failed",
+        "migration.started",
+        "migration.completed",
+        "job.resumed",
+    ]
+    assert f"could not receive the state: {DIGEST_MISMATCH}" in events[2]["data"]["reason"]
+    assert events[4]["data"]["verified"] is True
     assert events[4]["data"]["steps_lost"] == 0
 
 

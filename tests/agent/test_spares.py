@@ -190,3 +190,13 @@ def test_spares_with_workers_all_start_at_launch():
     supply.gone(100)
     supply.ready(102)
     assert supply.pending() == 0 and not supply.coming()
+
+
+@pytest.mark.parametrize("when", ["with-workers", "before-training"])
+def test_a_single_spare_also_starts_at_launch(when):
+    from agent.spares import SpareSupply
+
+    started = []
+    supply = SpareSupply(lambda: started.append(100) or 100, 1, lambda pid: None, when)
+    supply.launch()  # before-training waits for it before the first step: it must be on its way
+    assert started == [100] and supply.coming()

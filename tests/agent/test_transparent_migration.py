@@ -57,6 +57,7 @@ def test_unmodified_script_survives_three_triggers_bit_identical(start_transpare
         if events[0]["data"]["trigger"] == "unplanned":
             assert_downtime_covers_stall(sampler, killed_at, events)
         assert events[2]["data"]["bytes"] > 0
+        assert events[2]["data"]["verified"] is True
     assert triggers == {"unplanned", "preemptive", "planned"}
     finished = job.events("job.finished")
     assert [e["data"] for e in finished] == [{"status": "completed", "step": total}]

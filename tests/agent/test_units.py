@@ -28,6 +28,11 @@ def test_events_follow_spec_3():
     assert event["data"] == {
         "steps_lost": 0, "duration_ms": 13, "bytes": 10, "recompute_ms": 3, "resumed_step": 5
     }  # fmt: skip
+    verified = factory.migration_completed(
+        "inc-1", steps_lost=0, duration_ms=1, nbytes=1, recompute_ms=0, resumed_step=5,
+        verified=True,
+    )  # fmt: skip
+    assert verified["data"]["verified"] is True
     with pytest.raises(ValueError):
         factory.failure_detected(
             "inc-1", trigger="oops", category="gpu_xid", rank=0, node="n", device="d",
