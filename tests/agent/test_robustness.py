@@ -15,6 +15,16 @@ from tests.agent.conftest import GPT_ARGS, assert_bit_identical, incidents
 pytestmark = pytest.mark.agent
 SLOW_STEPS = ["--step-sleep", "0.1"]
 
+# The first spare fails the migration, the next one completes it.
+ONE_SPARE_FAILED_THEN_LIVE = [
+    "failure.detected",
+    "migration.started",
+    "migration.failed",
+    "migration.started",
+    "migration.completed",
+    "job.resumed",
+]
+
 
 def _types(events: list[dict]) -> list[str]:
     return [e["type"].removeprefix("io.yoco.") for e in events]
@@ -37,14 +47,7 @@ def test_spare_killed_during_migration_moves_on_to_the_next_spare(start_job, bas
 
     assert_bit_identical(job.final_states(), baseline)
     (events,) = incidents(job).values()
-    assert _types(events) == [
-        "failure.detected",
-        "migration.started",
-        "migration.failed",
-        "migration.started",
-        "migration.completed",
-        "job.resumed",
-    ]
+    assert _types(events) == ONE_SPARE_FAILED_THEN_LIVE
     assert "died while receiving" in events[2]["data"]["reason"]
     assert events[4]["data"]["steps_lost"] == 0
 
@@ -65,14 +68,7 @@ def test_spare_whose_state_digest_differs_loses_the_migration_to_the_next_spare(
     assert not token.exists()
     assert_bit_identical(job.final_states(), baseline)
     (events,) = incidents(job).values()
-    assert _types(events) == [
-        "failure.detected",
-        "migration.started",
-        "migration.failed",
-        "migration.started",
-        "migration.completed",
-        "job.resumed",
-    ]
+    assert _types(events) == ONE_SPARE_FAILED_THEN_LIVE
     assert f"could not receive the state: {DIGEST_MISMATCH}" in events[2]["data"]["reason"]
     assert events[4]["data"]["verified"] is True
     assert events[4]["data"]["steps_lost"] == 0
@@ -90,14 +86,7 @@ def test_source_killed_during_preemptive_migration_falls_back_to_a_replica(
 
     assert_bit_identical(job.final_states(), baseline)
     (events,) = incidents(job).values()
-    assert _types(events) == [
-        "failure.detected",
-        "migration.started",
-        "migration.failed",
-        "migration.started",
-        "migration.completed",
-        "job.resumed",
-    ]
+    assert _types(events) == ONE_SPARE_FAILED_THEN_LIVE
     assert events[0]["data"]["trigger"] == "preemptive"
     assert events[0]["data"]["category"] == "gpu_ecc"
     assert events[1]["data"]["state_source"] == "self"
