@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Annotated
 
+from agent.spares import WHEN
+
 try:
     import typer
 except ImportError:  # a host with torch only: say what runs there instead
@@ -135,7 +137,7 @@ def run(
             "all at once beside them; before-training: as with-workers, and the first step "
             "waits until every spare is ready"
         ),
-    ] = "after-workers",
+    ] = WHEN[0],
     cluster: Annotated[
         str, typer.Option(envvar="YOCO_CLUSTER", help="cluster name (in the events' source)")
     ] = "local",
@@ -181,7 +183,6 @@ def run(
     https://yoco.example.com -- python train.py`
     """
     from agent.launcher import LocalProcesses, run_local_job
-    from agent.spares import WHEN
 
     if spares_start not in WHEN:
         raise typer.BadParameter(f"one of {', '.join(WHEN)}", param_hint="--spares-start")

@@ -143,7 +143,7 @@ def run_local_job(
     workers: int,
     spares: int,
     respawn: bool,
-    spares_start: str = "after-workers",
+    spares_start: str = WHEN[0],
 ) -> str:
     """`yoco-agent run` (and `coordinator`, with no command): a coordinator in this process,
     `workers` local processes running `command` and `spares` standby ones (started as
