@@ -20,6 +20,9 @@ each figure is reported as median, min and max over the repeats.
   ``--sizes 100MB,1GB,4GB``); recovery_kill_to_resumed_s (kill -> job resumed) and
   recovery_step_s (the job's ordinary step time, the floor of the remainder) split it.
 
+Run it twice in a row and `bench/reproduce.py agent FIRST.json` records whether the two runs'
+ranges overlap on migration_gbps, overhead_ratio and recovery_s.
+
 Every wait has a timeout and every process started is ended on error; every port is bound by
 the process that listens on it (port 0) and handed to the others.
 """

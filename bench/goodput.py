@@ -38,7 +38,8 @@ start step, steps done, when its first step completed), and the benchmark reads 
 A missing peer, or any run that fails or exceeds its timeout, fails the whole benchmark with a
 message and a non-zero exit: no partial result is written. Every process it starts (and their
 children) is killed after each run, on error, on timeout and on Ctrl-C.
-Writes bench/results/goodput.json; render with bench/render.py.
+Writes bench/results/goodput.json; render with bench/render.py. Run it twice in a row and
+`bench/reproduce.py goodput FIRST.json` records whether the two runs' ranges overlap.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ TITLES = {
     "ingest": "Event ingest (`bench/ingest.py`)",
     "portal": "Portal page times (`bench/portal.py`)",
 }
-META = {"machine", "measured_at", "git_commit", "targets", "setup"}
+META = {"machine", "measured_at", "git_commit", "targets", "setup", "reproduced"}
 SYSTEM_NAMES = {
     "yoco": "YOCO live migration",
     "checkpoint_restart": "checkpoint-restart (DCP + torchrun)",
@@ -252,6 +252,36 @@ def _render_goodput(doc: dict) -> list[str]:
     return lines
 
 
+# ------------------------------------------------------------------ two consecutive runs
+
+
+def _render_reproduced(doc: dict) -> list[str]:
+    """The check of bench/reproduce.py: this run's ranges against the run made just before."""
+    block = doc.get("reproduced")
+    if not block:
+        return []
+    before = block.get("previous_run", {})
+    verdict = (
+        "every range overlaps" if block.get("all_overlap") else "**some ranges do not overlap**"
+    )
+    lines = [
+        f"Reproduced: the run before this one (commit {before.get('git_commit')}, measured "
+        f"{before.get('measured_at')}) against this one, min–max of each headline figure "
+        f"(`bench/reproduce.py`): {verdict}.",
+        "",
+        "| figure | run before | this run | overlap |",
+        "|---|---:|---:|---|",
+    ]
+    for figure, spec in block.get("figures", {}).items():
+        cells = [_range(spec.get("previous")), _range(spec.get("latest"))]
+        lines.append(f"| {figure} | " + " | ".join(cells) + f" | {_v(spec.get('overlap'))} |")
+    return lines + [""]
+
+
+def _range(pair) -> str:
+    return _v(None) if not pair else f"{_v(pair[0])}–{_v(pair[1])}"
+
+
 # ------------------------------------------------------------------ savings
 
 
@@ -296,6 +326,7 @@ def render(results: Path = RESULTS) -> str:
         ]
         out += _render_goodput(doc) if name == "goodput" else _render_generic(name, doc)
         out.append("")
+        out += _render_reproduced(doc)
     out += _render_savings()
     return "\n".join(out).rstrip("\n") + "\n"
 
