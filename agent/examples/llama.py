@@ -89,9 +89,10 @@ class Attention(nn.Module):
 
     def forward(self, x: torch.Tensor, rotary: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
-        q, k, v = (
-            w(x).view(b, t, -1, self.head_dim).transpose(1, 2) for w in (self.wq, self.wk, self.wv)
-        )
+        # (batch, heads, seq, head_dim); `-1`: the heads this rank holds
+        q = self.wq(x).view(b, t, -1, self.head_dim).transpose(1, 2)
+        k = self.wk(x).view(b, t, -1, self.head_dim).transpose(1, 2)
+        v = self.wv(x).view(b, t, -1, self.head_dim).transpose(1, 2)
         q, k = apply_rotary(q, rotary), apply_rotary(k, rotary)
         k = k.repeat_interleave(self.queries_per_kv, dim=1)
         v = v.repeat_interleave(self.queries_per_kv, dim=1)
@@ -221,7 +222,11 @@ def clip_grad_norm(model: nn.Module, max_norm: float) -> torch.Tensor:
     """torch.nn.utils.clip_grad_norm_ across meshes. Gradients are DTensors; with tensor
     parallelism the projections' live on (…, shard, tp) and the rest on (…, shard), and one
     norm over both is not defined for DTensors. So: each mesh's norm, made whole (a collective
-    over that mesh), combined into the global norm, which then scales every gradient."""
+    over that mesh), combined into the global norm, which then scales every gradient.
+
+    On a 2-D mesh DTensor warns that it all-reduces one dimension after the other and that
+    ranks "may" then differ: every rank runs the same two reductions in the same order, so they
+    all get the same bits."""
     by_mesh: dict[DeviceMesh, list[nn.Parameter]] = defaultdict(list)
     for p in model.parameters():
         if p.grad is not None:
@@ -320,18 +325,15 @@ def main() -> None:
     args = parse_args()
     dist.init_process_group("gloo")
     training = build(args)
-    model, optimizer, scheduler, data = (
-        training.model, training.optimizer, training.scheduler, training.data,
-    )  # fmt: skip
 
     for step in range(args.steps):
-        inputs, targets = data.next_batch()
-        loss = model(inputs, targets)
+        inputs, targets = training.data.next_batch()
+        loss = training.model(inputs, targets)
         loss.backward()  # FSDP reduce-scatters (and, under HSDP, all-reduces) the gradients
-        clip_grad_norm(model, args.clip)
-        optimizer.step()
-        optimizer.zero_grad()
-        scheduler.step()
+        clip_grad_norm(training.model, args.clip)
+        training.optimizer.step()
+        training.optimizer.zero_grad()
+        training.scheduler.step()
         if dist.get_rank() == 0 and (step % args.log_every == 0 or step == args.steps - 1):
             print(f"step {step} loss {loss.item():.4f}", flush=True)
 

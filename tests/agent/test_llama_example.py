@@ -37,6 +37,8 @@ def train(out: Path, mesh: list[str]) -> tuple[list[float], list[dict]]:
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4",
         str(REPO / "agent/examples/llama.py"), *LLAMA_ARGS, *mesh, "--out", str(out),
     ]  # fmt: skip
+    # One thread per rank (torchrun's default, made explicit): CPU kernels split work, and so
+    # round, the same way in both runs.
     result = subprocess.run(
         command, cwd=REPO, capture_output=True, text=True, timeout=600,
         env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"},
