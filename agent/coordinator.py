@@ -264,13 +264,16 @@ class Coordinator:
         workers = membership.workers()
         # Room for per-rank state to grow (data iterators, extra RNGs) without resizing.
         self.recovery.slot_bytes = 2 * max(m.state_bytes for m in workers) // 1000 + 64 * 1024
+        # A sharded job's mesh (Run.device_mesh), else every rank a full replica.
+        parallelism = workers[0].parallelism or {"dp_replicate": s.world_size}
+        self.recovery.replicated = set(parallelism) == {"dp_replicate"}
         self.sink.emit(
             self.events.job_started(
                 s.world_size,
                 s.model,
                 _gpus(workers),
                 spares=_standby_spares(membership.members, self.spare_supply),
-                parallelism={"dp_replicate": s.world_size},  # every rank a full replica
+                parallelism=parallelism,
                 extra=_protection(workers),
             )
         )

@@ -67,6 +67,8 @@ class Recovery:
         self.write_status = write_status
         self.spawn = spawn
         self.slot_bytes = 0  # each rank's slot of the per-rank mirror, fixed at the start
+        # Every rank a full replica (any replica can hand a rank's state on), or sharded.
+        self.replicated = True
         self.transfer_in_flight: dict | None = None  # for the status
         self.open_incidents: dict[str, dict] = {}  # detected, not yet resumed (for the status)
         self._transfer_ids = itertools.count()
@@ -268,6 +270,8 @@ class Recovery:
         leaving = failure.member
         if leaving.alive and failure.trigger != "unplanned" and leaving.report["step"] == step:
             return leaving, "self"
+        if not self.replicated:  # another rank holds other shards, not this one's
+            return None, None
         replaced = {f.rank for f in failures}
         replicas = [
             m
@@ -314,7 +318,10 @@ class Recovery:
         self.membership.send(
             source, {"type": "send_state", "transfer": transfer, "for_rank": for_rank}
         )
-        self.membership.send(target, {"type": "recv_state", "transfer": transfer})
+        # for_rank: a sharded job's spare builds its model only once it knows its rank.
+        self.membership.send(
+            target, {"type": "recv_state", "transfer": transfer, "for_rank": for_rank}
+        )
 
         def settled(member):
             return not member.alive or transfer in member.replies
