@@ -201,7 +201,7 @@ class Recovery:
                 )
             )
             spare.role = "receiving"
-            reply = self._transfer(source, spare, failure.rank)
+            reply = self._transfer(source, spare, failure.rank, state_source == "mirror")
             if reply["ok"]:
                 failure.target, failure.nbytes = spare, reply["bytes"]
                 failure.transfer_ms = reply["duration_ms"]
@@ -226,8 +226,13 @@ class Recovery:
             self._absorb_new_failures(failures, pending)
             pending.insert(0, failure)  # its next path: another spare, or another source
         for laggard in [m for m in self.membership.workers() if m.report["step"] < step]:
+            if not self.replicated:
+                raise NoLiveRecovery(
+                    f"rank {laggard.rank} missed the update of step {step - 1} and no other "
+                    "rank holds its shard as it was before it"
+                )
             source, _ = self._pick_source(Failure(laggard.rank, laggard, "", "", ""), step, [])
-            reply = self._transfer(source, laggard, laggard.rank)
+            reply = self._transfer(source, laggard, laggard.rank, False)
             if not reply["ok"]:
                 self._absorb_new_failures(failures, [])
                 return None
@@ -270,9 +275,19 @@ class Recovery:
         leaving = failure.member
         if leaving.alive and failure.trigger != "unplanned" and leaving.report["step"] == step:
             return leaving, "self"
-        if not self.replicated:  # another rank holds other shards, not this one's
-            return None, None
         replaced = {f.rank for f in failures}
+        n = self.settings.world_size
+        if not self.replicated:  # no other rank holds this shard: its buddy's mirror does
+            buddy = (failure.rank + 1) % n
+            holders = [
+                m
+                for m in self.membership.workers()
+                if m.rank == buddy
+                and m.rank not in replaced
+                and m.report
+                and m.report["step"] == step
+            ]
+            return (holders[0], "mirror") if holders else (None, None)
         replicas = [
             m
             for m in self.membership.workers()
@@ -281,7 +296,6 @@ class Recovery:
         if not replicas:
             return None, None
         # The buddy (next rank) first: spreads the load when several ranks fail at once.
-        n = self.settings.world_size
         replicas.sort(key=lambda m: (m.rank - failure.rank) % n)
         return replicas[0], "replica"
 
@@ -303,8 +317,9 @@ class Recovery:
             )
         return next(iter(untried()), None)
 
-    def _transfer(self, source: Member, target: Member, for_rank: int) -> dict:
-        """Stream `for_rank`'s state from `source` into `target`. The reply: ok, bytes,
+    def _transfer(self, source: Member, target: Member, for_rank: int, mirror: bool) -> dict:
+        """Stream `for_rank`'s state from `source` into `target`; `mirror`: from the copy of a
+        sharded rank's shard its buddy keeps (agent/mirror.py). The reply: ok, bytes,
         duration_ms and verified (both digests present and equal); or which side failed."""
         describe = self.membership.describe
         transfer = f"{self.membership.generation}.{next(self._transfer_ids)}"
@@ -315,13 +330,10 @@ class Recovery:
             "rank": for_rank,
         }
         self.write_status()
-        self.membership.send(
-            source, {"type": "send_state", "transfer": transfer, "for_rank": for_rank}
-        )
+        command = {"transfer": transfer, "for_rank": for_rank, "mirror": mirror}
+        self.membership.send(source, {"type": "send_state", **command})
         # for_rank: a sharded job's spare builds its model only once it knows its rank.
-        self.membership.send(
-            target, {"type": "recv_state", "transfer": transfer, "for_rank": for_rank}
-        )
+        self.membership.send(target, {"type": "recv_state", **command})
 
         def settled(member):
             return not member.alive or transfer in member.replies

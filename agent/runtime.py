@@ -38,10 +38,18 @@ from torch.utils.data import DataLoader
 from agent import checkpoint, priority
 from agent.groups import GroupLayer
 from agent.loader import LoaderPosition
+from agent.mirror import ShardMirror
 from agent.protocol import Channel, ChannelClosed, error_text, split_address
 from agent.reducer import FlatReducer
 from agent.skeleton import flatten
-from agent.state import Registry, decode_per_rank, digest, encode_per_rank
+from agent.state import (
+    Registry,
+    as_dtensors,
+    decode_per_rank,
+    digest,
+    encode_per_rank,
+    local_shards,
+)
 from agent.telemetry import HealthMonitor
 from agent.transport import pair_group, recv_state, send_state
 
@@ -117,6 +125,7 @@ class Run:
         self.reducer: FlatReducer | None = None
         # A sharded job's process groups (device_mesh): re-formed with every generation.
         self.layer: GroupLayer | None = None
+        self.mirror: ShardMirror | None = None  # its buddy's copy of rank - 1's shard
         self.parallelism: dict[str, int] | None = None
         self._ready_sent = False
         self._pending_receive: dict | None = None  # a sharded spare's, taken before it built
@@ -176,6 +185,7 @@ class Run:
         self.layer = GroupLayer(self.store, timeout)
         self.layer.init_world(self.rank, self.world_size)
         self.registry.sharded = True
+        self.mirror = ShardMirror()
         self.parallelism = {MESH_DIMENSIONS[n]: size for n, size in zip(names, shape, strict=True)}
         return init_device_mesh(self.device.type, tuple(shape), mesh_dim_names=tuple(names))
 
@@ -280,6 +290,9 @@ class Run:
         """End the step: reduce gradients, apply the update, zero gradients. False when the
         step was abandoned because a peer failed; `steps()` then yields it again."""
         self._stepped = True
+        if self.mirror is not None and not self._exchange_mirror():
+            self._abandon_step()
+            return False
         blob = encode_per_rank(self.registry.per_rank_state())
         reduced = self.reducer.all_reduce(
             self.group, self.rank, blob, self._pause_requested, self._abort
@@ -287,14 +300,46 @@ class Run:
         if not reduced:
             self._abandon_step()
             return False
+        if self.mirror is not None:
+            self.mirror.commit()
+        self._apply_update()
+        self._save_buffers()
+        return True
+
+    def _apply_update(self) -> None:
+        """The optimizers and schedulers step on the gradients in place; the step is done."""
         for optimizer in self.registry.optimizers:
             optimizer.step()
         for scheduler in self.registry.schedulers:
             scheduler.step()
         self._zero_grads()
         self.current_step += 1
-        self._save_buffers()
-        return True
+
+    def _exchange_mirror(self) -> bool:
+        """A sharded rank's record to its buddy (agent/mirror.py): the gradient shards the
+        update is about to apply, and every few steps its whole shard. False when a collective
+        of this step failed (a peer died): the step is abandoned."""
+        if self.layer.failed:
+            return False
+        grads = [local_shards(p.grad) for p in self._params()]
+        return self.mirror.exchange(
+            self.group,
+            self.rank,
+            self.world_size,
+            self.current_step,
+            lambda: self.registry.transfer_state(self.current_step),
+            grads,
+            self._abort,
+        )
+
+    def _replay(self, grads_per_step: list) -> None:
+        """Bring a shard from its mirror's snapshot to the first step not completed: the
+        recorded updates applied again, as they were (no forward or backward)."""
+        params = self._params()
+        for grads in grads_per_step:
+            for param, grad in zip(params, as_dtensors(grads, params), strict=True):
+                param.grad = grad
+            self._apply_update()
 
     def next_batch(self):
         """The next batch of the DataLoader registered as `data`; epoch after epoch, calling its
@@ -386,6 +431,9 @@ class Run:
                 buffer.copy_(saved)
 
     def _abandon_step(self) -> None:
+        if self.mirror is not None:
+            self.mirror.drop()
+            self._zero_grads()  # FSDP2 would add the redone step's gradients to them
         self._restore_buffers()
         self._stalled = True
         self._recompute_ms = (time.perf_counter() - self._step_began) * 1000
@@ -460,10 +508,14 @@ class Run:
             group = pair_group(
                 self.store, command["transfer"], 0, self.config["transfer_timeout_s"]
             )
-            state = {
-                "replicated": self.registry.transfer_state(self.current_step),
-                "per_rank": _bytes_tensor(self.reducer.mirror_of(command["for_rank"])),
-            }
+            per_rank = _bytes_tensor(self.reducer.mirror_of(command["for_rank"]))
+            if command.get("mirror"):  # the buddy's copy of the failed rank's shard
+                state = {"mirror": self.mirror.copy_of_left(), "per_rank": per_rank}
+            else:
+                state = {
+                    "replicated": self.registry.transfer_state(self.current_step),
+                    "per_rank": per_rank,
+                }
             nbytes = send_state(group, state)
             # After the send: the target hashes what it loaded meanwhile (state.digest).
             reply = {"ok": True, "bytes": nbytes, "digest": digest(state)}
@@ -478,12 +530,21 @@ class Run:
             group = pair_group(
                 self.store, command["transfer"], 1, self.config["transfer_timeout_s"]
             )
-            template = {"replicated": self.registry.transfer_state(self.current_step)}
-            received = recv_state(group, template)
-            self.current_step = self.registry.load_transfer_state(received.state["replicated"])
+            own = self.registry.transfer_state(self.current_step)
+            if command.get("mirror"):
+                received = recv_state(group, {"mirror": {"snapshot": own}})
+                # Before the replay below updates the received shards in place.
+                moved = digest(received.state)
+                copy = received.state["mirror"]
+                self.current_step = self.registry.load_transfer_state(copy["snapshot"])
+                self._replay(copy["grads"])
+            else:
+                received = recv_state(group, {"replicated": own})
+                self.current_step = self.registry.load_transfer_state(received.state["replicated"])
+                moved = digest(received.state)
             per_rank = received.state["per_rank"].numpy().tobytes()
             self.registry.load_per_rank_state(decode_per_rank(per_rank))
-            reply = {"ok": True, "bytes": received.nbytes, "digest": digest(received.state)}
+            reply = {"ok": True, "bytes": received.nbytes, "digest": moved}
         except Exception as error:  # noqa: BLE001 - any failure is reported, the process lives
             reply = {"ok": False, "error": error_text(error)}
         reply["duration_ms"] = (time.perf_counter() - started) * 1000
@@ -510,6 +571,7 @@ class Run:
         self.group = self._form_group(command["generation"], command["backend"])
         if self.layer is not None:
             self.layer.form(command["generation"])
+            self.mirror.reset()
         if self.reducer is None:
             self.reducer = self._new_reducer(command["slot_bytes"])
         else:
@@ -611,6 +673,8 @@ class Run:
             kind = command["type"]
             if kind == "abort":
                 self._abort.set()
+                if self.layer is not None:  # unblock FSDP2's collectives too
+                    self.layer.abort()
             elif kind == "pause":
                 self._pause_requested = True
             elif kind == "inject":

@@ -170,13 +170,13 @@ class Registry:
         replicated state, or for a sharded model this rank's shards of it (plain tensors
         sharing the DTensors' storage, so a receiver's stream lands in its own shards)."""
         state = self.replicated_state(step)
-        return _map_dtensors(state, DTensor.to_local) if self.sharded else state
+        return local_shards(state) if self.sharded else state
 
     def load_transfer_state(self, state: dict) -> int:
         """Load what `transfer_state` gave; the received shards become DTensors again, on this
         process's mesh with its placements."""
         if self.sharded:
-            state = _as_dtensors(state, self.replicated_state(int(state["step"])))
+            state = as_dtensors(state, self.replicated_state(int(state["step"])))
         return self.load_replicated_state(state)
 
     def per_rank_state(self) -> dict:
@@ -194,6 +194,11 @@ class Registry:
             obj.load_state_dict(state["per_rank"][name])
 
 
+def local_shards(node):
+    """`node` (a state tree, a list of gradients) with every DTensor replaced by its shard."""
+    return _map_dtensors(node, DTensor.to_local)
+
+
 def _map_dtensors(node, fn):
     """`node` with every DTensor replaced by fn(it); dicts keep their type and `_metadata`."""
     if isinstance(node, DTensor):
@@ -208,7 +213,7 @@ def _map_dtensors(node, fn):
     return node
 
 
-def _as_dtensors(received, template):
+def as_dtensors(received, template):
     """`received` with each tensor that is a DTensor in `template` (same place) wrapped as one,
     with the template's mesh, placements and global shape."""
     if isinstance(template, DTensor):
@@ -222,14 +227,14 @@ def _as_dtensors(received, template):
         )
     if isinstance(received, dict) and isinstance(template, dict):
         mapped = type(received)(
-            (key, _as_dtensors(value, template.get(key))) for key, value in received.items()
+            (key, as_dtensors(value, template.get(key))) for key, value in received.items()
         )
         if hasattr(received, "_metadata"):
             mapped._metadata = received._metadata
         return mapped
     if isinstance(received, list | tuple) and isinstance(template, list | tuple):
         return type(received)(
-            _as_dtensors(value, other) for value, other in zip(received, template, strict=False)
+            as_dtensors(value, other) for value, other in zip(received, template, strict=False)
         )
     return received
 
