@@ -210,6 +210,10 @@ class Recovery:
                 continue
             if spare.role == "receiving":
                 spare.role = "spare"
+            if reply["side"] != "target" and state_source == "mirror":
+                # The buddy holds the only copy: when it cannot send it, no other rank can.
+                self._give_up(failure, reply["reason"], restore)
+                continue
             if reply["side"] == "target":
                 failure.tried.add(spare.id)
                 if reply["error"] == failure.receive_error:
