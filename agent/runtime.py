@@ -174,10 +174,13 @@ class Run:
         size. A spare waits here until it is given a rank (its shard of the model depends on
         it), then builds like that rank: the model it builds afterwards is the rank's."""
         unknown = [n for n in names if n not in MESH_DIMENSIONS]
-        if unknown or len(names) != len(shape) or math.prod(shape) != self.world_size:
+        misplaced = "replicate" in names[1:]  # replicas of a shard are world/replicas apart
+        wrong_size = len(names) != len(shape) or math.prod(shape) != self.world_size
+        if unknown or misplaced or wrong_size:
             raise RegistrationError(
                 f"device_mesh({names}, {shape}): names from {sorted(MESH_DIMENSIONS)}, one per "
-                f"dimension, and a shape whose product is the world size ({self.world_size})"
+                f'dimension, "replicate" first if at all, and a shape whose product is the '
+                f"world size ({self.world_size})"
             )
         if self._rank is None:
             self._await_rank()

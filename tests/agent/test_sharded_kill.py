@@ -10,25 +10,28 @@ import signal
 
 import pytest
 
-from tests.agent.conftest import assert_bit_identical, incidents
-from tests.agent.test_sharded_planned import FSDP_ARGS, SCRIPT
+from tests.agent.conftest import (
+    FSDP_4,
+    FSDP_ARGS,
+    FSDP_SCRIPT,
+    assert_bit_identical,
+    incidents,
+)
 
 pytestmark = pytest.mark.agent
 
 
-def test_fsdp_kill_recovered_from_the_mirror_bit_identical(start_job):
-    baseline = start_job("baseline", workers=4, script_args=FSDP_ARGS, script=SCRIPT)
-    assert baseline.wait_done() == 0, baseline.output()
+def test_fsdp_kill_recovered_from_the_mirror_bit_identical(start_job, fsdp_baseline):
     job = start_job(
-        "killed", workers=4, spares=1, script_args=FSDP_ARGS + ["--step-sleep", "0.1"],
-        script=SCRIPT,
+        "killed", workers=4, spares=1, script_args=FSDP_ARGS + FSDP_4 + ["--step-sleep", "0.1"],
+        script=FSDP_SCRIPT,
     )  # fmt: skip
     job.wait_step(11)  # past the snapshot of step 8: the spare replays the steps since
     os.kill(job.worker_pid(1), signal.SIGKILL)
     job.wait_for(lambda: len(job.events("job.resumed")) == 1, what="recovery from SIGKILL")
     assert job.wait_done() == 0, job.output()
 
-    assert_bit_identical(job.final_states(), baseline.final_states())
+    assert_bit_identical(job.final_states(), fsdp_baseline)
     ((detected, started, completed, resumed),) = incidents(job).values()
     assert detected["data"]["trigger"] == "unplanned"
     assert started["data"]["state_source"] == "mirror"

@@ -7,21 +7,21 @@ from __future__ import annotations
 
 import pytest
 
-from bench.job import REPO
-from tests.agent.conftest import assert_bit_identical, incidents
+from tests.agent.conftest import (
+    FSDP_4,
+    FSDP_ARGS,
+    FSDP_SCRIPT,
+    assert_bit_identical,
+    incidents,
+)
 
 pytestmark = pytest.mark.agent
-SCRIPT = REPO / "agent/examples/fsdp_gpt.py"
-FSDP_ARGS = ["--steps", "16", "--dim", "32", "--heads", "2", "--layers", "2", "--seq", "16",
-             "--batch", "4", "--vocab", "64", "--seed", "7", "--shard", "4"]  # fmt: skip
 
 
-def test_fsdp_thermal_and_drain_bit_identical_to_failure_free_run(start_job):
-    baseline = start_job("baseline", workers=4, script_args=FSDP_ARGS, script=SCRIPT)
-    assert baseline.wait_done() == 0, baseline.output()
+def test_fsdp_thermal_and_drain_bit_identical_to_failure_free_run(start_job, fsdp_baseline):
     job = start_job(
-        "moved", workers=4, spares=2, script_args=FSDP_ARGS + ["--step-sleep", "0.1"],
-        script=SCRIPT,
+        "moved", workers=4, spares=2, script_args=FSDP_ARGS + FSDP_4 + ["--step-sleep", "0.1"],
+        script=FSDP_SCRIPT,
     )  # fmt: skip
     job.wait_step(4)
     job.inject("thermal", 1)  # pre-emptive
@@ -31,7 +31,7 @@ def test_fsdp_thermal_and_drain_bit_identical_to_failure_free_run(start_job):
     job.wait_for(lambda: len(job.events("job.resumed")) == 2, what="planned migration")
     assert job.wait_done() == 0, job.output()
 
-    assert_bit_identical(job.final_states(), baseline.final_states())
+    assert_bit_identical(job.final_states(), fsdp_baseline)
     assert len(incidents(job)) == 2
     for events in incidents(job).values():
         types = [e["type"].removeprefix("io.yoco.") for e in events]
