@@ -29,7 +29,7 @@ from agent import control
 from agent.events import EventFactory
 from agent.membership import JobFailed, Member, Membership
 from agent.protocol import Channel, ChannelClosed
-from agent.recovery import Recovery
+from agent.recovery import Recovery, replica_stride
 from agent.reporter import EventSink
 from agent.spares import SpareSupply
 from agent.status_file import STATUS_WRITE_INTERVAL_S, StatusFile, status_document
@@ -264,13 +264,16 @@ class Coordinator:
         workers = membership.workers()
         # Room for per-rank state to grow (data iterators, extra RNGs) without resizing.
         self.recovery.slot_bytes = 2 * max(m.state_bytes for m in workers) // 1000 + 64 * 1024
+        # A sharded job's mesh (Run.device_mesh), else every rank a full replica.
+        parallelism = workers[0].parallelism or {"dp_replicate": s.world_size}
+        self.recovery.replica_stride = replica_stride(parallelism, s.world_size)
         self.sink.emit(
             self.events.job_started(
                 s.world_size,
                 s.model,
                 _gpus(workers),
                 spares=_standby_spares(membership.members, self.spare_supply),
-                parallelism={"dp_replicate": s.world_size},  # every rank a full replica
+                parallelism=parallelism,
                 extra=_protection(workers),
             )
         )

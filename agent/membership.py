@@ -42,6 +42,7 @@ class Member:
     replies: dict = field(default_factory=dict)  # transfer id -> "sent"/"loaded" reply
     fatal_alarm: dict | None = None
     protection: dict | None = None  # transparent mode: what its capture covers
+    parallelism: dict | None = None  # a sharded job's mesh: dimension name -> size
     last_alarm: dict | None = None  # the newest health alarm (for `yoco-agent status`)
     started: dict | None = None  # its last "started" report (first step of a generation)
 
@@ -124,6 +125,7 @@ class Membership:
             if self.spare_supply is not None:
                 self.spare_supply.ready(member.pid)
             member.state_bytes = message["state_bytes"]
+            member.parallelism = message.get("parallelism")
             if "protected" in message:
                 member.protection = {
                     "protected": message["protected"],

@@ -67,6 +67,9 @@ class Recovery:
         self.write_status = write_status
         self.spawn = spawn
         self.slot_bytes = 0  # each rank's slot of the per-rank mirror, fixed at the start
+        # Ranks this far apart hold the same state (replica_stride): 1 when every rank is a full
+        # replica, 0 when no other rank holds a rank's shard (its buddy's mirror does).
+        self.replica_stride = 1
         self.transfer_in_flight: dict | None = None  # for the status
         self.open_incidents: dict[str, dict] = {}  # detected, not yet resumed (for the status)
         self._transfer_ids = itertools.count()
@@ -199,7 +202,7 @@ class Recovery:
                 )
             )
             spare.role = "receiving"
-            reply = self._transfer(source, spare, failure.rank)
+            reply = self._transfer(source, spare, failure.rank, state_source == "mirror")
             if reply["ok"]:
                 failure.target, failure.nbytes = spare, reply["bytes"]
                 failure.transfer_ms = reply["duration_ms"]
@@ -208,6 +211,10 @@ class Recovery:
                 continue
             if spare.role == "receiving":
                 spare.role = "spare"
+            if reply["side"] != "target" and state_source == "mirror":
+                # The buddy holds the only copy: when it cannot send it, no other rank can.
+                self._give_up(failure, reply["reason"], restore)
+                continue
             if reply["side"] == "target":
                 failure.tried.add(spare.id)
                 if reply["error"] == failure.receive_error:
@@ -224,8 +231,13 @@ class Recovery:
             self._absorb_new_failures(failures, pending)
             pending.insert(0, failure)  # its next path: another spare, or another source
         for laggard in [m for m in self.membership.workers() if m.report["step"] < step]:
+            if self.replica_stride == 0:
+                raise NoLiveRecovery(
+                    f"rank {laggard.rank} missed the update of step {step - 1} and no other "
+                    "rank holds its shard as it was before it"
+                )
             source, _ = self._pick_source(Failure(laggard.rank, laggard, "", "", ""), step, [])
-            reply = self._transfer(source, laggard, laggard.rank)
+            reply = self._transfer(source, laggard, laggard.rank, False)
             if not reply["ok"]:
                 self._absorb_new_failures(failures, [])
                 return None
@@ -269,17 +281,21 @@ class Recovery:
         if leaving.alive and failure.trigger != "unplanned" and leaving.report["step"] == step:
             return leaving, "self"
         replaced = {f.rank for f in failures}
-        replicas = [
+        n, stride = self.settings.world_size, self.replica_stride
+        at_step = [
             m
             for m in self.membership.workers()
             if m.rank not in replaced and m.report and m.report["step"] == step
         ]
-        if not replicas:
-            return None, None
-        # The buddy (next rank) first: spreads the load when several ranks fail at once.
-        n = self.settings.world_size
-        replicas.sort(key=lambda m: (m.rank - failure.rank) % n)
-        return replicas[0], "replica"
+        replicas = [m for m in at_step if stride and (m.rank - failure.rank) % stride == 0]
+        if replicas:
+            # The buddy (next replica) first: spreads the load when several ranks fail at once.
+            replicas.sort(key=lambda m: (m.rank - failure.rank) % n)
+            return replicas[0], "replica"
+        if stride != 1:  # a sharded job: the buddy (next rank) keeps a mirror of the shard
+            buddy = [m for m in at_step if m.rank == (failure.rank + 1) % n]
+            return (buddy[0], "mirror") if buddy else (None, None)
+        return None, None
 
     def _ready_spare(self, tried: Collection[int] = ()) -> Member | None:
         """A ready spare not in `tried` (ids); when none is, but one is still starting, wait
@@ -299,8 +315,9 @@ class Recovery:
             )
         return next(iter(untried()), None)
 
-    def _transfer(self, source: Member, target: Member, for_rank: int) -> dict:
-        """Stream `for_rank`'s state from `source` into `target`. The reply: ok, bytes,
+    def _transfer(self, source: Member, target: Member, for_rank: int, mirror: bool) -> dict:
+        """Stream `for_rank`'s state from `source` into `target`; `mirror`: from the copy of a
+        sharded rank's shard its buddy keeps (agent/mirror.py). The reply: ok, bytes,
         duration_ms and verified (both digests present and equal); or which side failed."""
         describe = self.membership.describe
         transfer = f"{self.membership.generation}.{next(self._transfer_ids)}"
@@ -311,10 +328,10 @@ class Recovery:
             "rank": for_rank,
         }
         self.write_status()
-        self.membership.send(
-            source, {"type": "send_state", "transfer": transfer, "for_rank": for_rank}
-        )
-        self.membership.send(target, {"type": "recv_state", "transfer": transfer})
+        command = {"transfer": transfer, "for_rank": for_rank, "mirror": mirror}
+        self.membership.send(source, {"type": "send_state", **command})
+        # for_rank: a sharded job's spare builds its model only once it knows its rank.
+        self.membership.send(target, {"type": "recv_state", **command})
 
         def settled(member):
             return not member.alive or transfer in member.replies
@@ -491,6 +508,16 @@ class Recovery:
         if not self.wait(lambda: bool(self.membership.spares()), self.settings.join_timeout_s):
             raise JobFailed("a replacement process did not start within the join timeout")
         return self.membership.spares()[0]
+
+
+def replica_stride(parallelism: dict[str, int], world_size: int) -> int:
+    """How far apart in rank two holders of the same state are: every rank (1) in replicated
+    data parallelism; world / replicas with a replica dimension over sharded ones (HSDP: the
+    replica dimension is the mesh's first, Run.device_mesh); none (0) without one."""
+    replicas = parallelism.get("dp_replicate", 1)
+    if set(parallelism) == {"dp_replicate"}:
+        return 1
+    return world_size // replicas if replicas > 1 else 0
 
 
 def _failed(side: str, error: str, who: str) -> dict:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import math
 import os
 import queue
 import socket
@@ -31,18 +32,30 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
 from torch.utils.data import DataLoader
 
 from agent import checkpoint, priority
+from agent.groups import GroupLayer
 from agent.loader import LoaderPosition
+from agent.mirror import ShardMirror
 from agent.protocol import Channel, ChannelClosed, error_text, split_address
 from agent.reducer import FlatReducer
 from agent.skeleton import flatten
-from agent.state import Registry, decode_per_rank, digest, encode_per_rank
+from agent.state import (
+    Registry,
+    as_dtensors,
+    decode_per_rank,
+    digest,
+    encode_per_rank,
+    local_shards,
+)
 from agent.telemetry import HealthMonitor
 from agent.transport import pair_group, recv_state, send_state
 
 ENV_COORDINATOR = "YOCO_COORDINATOR"
+# A mesh dimension's name in the script -> its name in job.started's `parallelism` (SPEC 3).
+MESH_DIMENSIONS = {"replicate": "dp_replicate", "shard": "dp_shard", "tp": "tp"}
 
 
 class RegistrationError(RuntimeError):
@@ -110,6 +123,12 @@ class Run:
         self.current_step = 0
         self.group: dist.ProcessGroup | None = None
         self.reducer: FlatReducer | None = None
+        # A sharded job's process groups (device_mesh): re-formed with every generation.
+        self.layer: GroupLayer | None = None
+        self.mirror: ShardMirror | None = None  # its buddy's copy of rank - 1's shard
+        self.parallelism: dict[str, int] | None = None
+        self._ready_sent = False
+        self._pending_receive: dict | None = None  # a sharded spare's, taken before it built
         self._abort = threading.Event()
         self._pause_requested = False
         self._stalled = False
@@ -148,6 +167,47 @@ class Run:
         """True on a standby spare that has not taken over a rank yet."""
         return self._rank is None
 
+    def device_mesh(self, names: tuple[str, ...], shape: tuple[int, ...]):
+        """A torch DeviceMesh over process groups that survive a rank being replaced
+        (agent/groups.py): FSDP2 (`fully_shard(..., mesh=...)`) and DTensor work on it as on
+        any mesh. `names` from "replicate", "shard", "tp"; the shape's product is the world
+        size. A spare waits here until it is given a rank (its shard of the model depends on
+        it), then builds like that rank: the model it builds afterwards is the rank's."""
+        unknown = [n for n in names if n not in MESH_DIMENSIONS]
+        misplaced = "replicate" in names[1:]  # replicas of a shard are world/replicas apart
+        wrong_size = len(names) != len(shape) or math.prod(shape) != self.world_size
+        if unknown or misplaced or wrong_size:
+            raise RegistrationError(
+                f"device_mesh({names}, {shape}): names from {sorted(MESH_DIMENSIONS)}, one per "
+                f'dimension, "replicate" first if at all, and a shape whose product is the '
+                f"world size ({self.world_size})"
+            )
+        if self._rank is None:
+            self._await_rank()
+        timeout = datetime.timedelta(seconds=self.config["collective_timeout_s"])
+        self.layer = GroupLayer(self.store, timeout)
+        self.layer.init_world(self.rank, self.world_size)
+        self.registry.sharded = True
+        self.mirror = ShardMirror()
+        self.parallelism = {MESH_DIMENSIONS[n]: size for n, size in zip(names, shape, strict=True)}
+        return init_device_mesh(self.device.type, tuple(shape), mesh_dim_names=tuple(names))
+
+    def _await_rank(self) -> None:
+        """A spare of a sharded job: ready to be picked, it waits for the rank it takes over
+        (the first command given to a picked spare is to receive that rank's state)."""
+        self._send_ready(0)
+        while True:
+            command = self._commands.get()
+            if command["type"] == "recv_state":
+                priority.restore_normal()
+                self.rank = command["for_rank"]
+                self._pending_receive = command
+                return
+            if command["type"] == "retire":
+                self._retire()
+            if command["type"] == "coordinator_lost":
+                raise ChannelClosed("lost the yoco coordinator")
+
     def register(
         self,
         model=None,
@@ -180,18 +240,21 @@ class Run:
             )
             self.channel.send({"type": "fatal", "message": message})
             raise RegistrationError(message)
+        if self.registry.sharded and self.config.get("checkpoint_every"):
+            message = (
+                "periodic checkpoints of a sharded model are not supported yet: run without "
+                "--checkpoint-every"
+            )
+            self.channel.send({"type": "fatal", "message": message})
+            raise RegistrationError(message)
         state_bytes = self._state_bytes()
         if self.role == "spare":
             self._prepare_spare()
-        unprotected = getattr(self.registry.data, "unprotected", [])
-        self.channel.send(
-            {
-                "type": "ready",
-                "state_bytes": state_bytes,
-                "protected": not unprotected,
-                "unprotected": unprotected,
-            }
-        )
+        if not self._ready_sent:
+            self._send_ready(state_bytes)
+        if self._pending_receive is not None:
+            self._recv_state(self._pending_receive)
+            self._pending_receive = None
         self._await_coordinator(None)
         while True:
             while self.current_step < total:
@@ -213,10 +276,26 @@ class Run:
                     self.registry.data.close()  # its workers now, not at interpreter exit
                 return
 
+    def _send_ready(self, state_bytes: int) -> None:
+        unprotected = getattr(self.registry.data, "unprotected", [])
+        self.channel.send(
+            {
+                "type": "ready",
+                "state_bytes": state_bytes,
+                "protected": not unprotected,
+                "unprotected": unprotected,
+                "parallelism": self.parallelism,
+            }
+        )
+        self._ready_sent = True
+
     def step(self) -> bool:
         """End the step: reduce gradients, apply the update, zero gradients. False when the
         step was abandoned because a peer failed; `steps()` then yields it again."""
         self._stepped = True
+        if self.mirror is not None and not self._exchange_mirror():
+            self._abandon_step()
+            return False
         blob = encode_per_rank(self.registry.per_rank_state())
         reduced = self.reducer.all_reduce(
             self.group, self.rank, blob, self._pause_requested, self._abort
@@ -224,14 +303,46 @@ class Run:
         if not reduced:
             self._abandon_step()
             return False
+        if self.mirror is not None:
+            self.mirror.commit()
+        self._apply_update()
+        self._save_buffers()
+        return True
+
+    def _apply_update(self) -> None:
+        """The optimizers and schedulers step on the gradients in place; the step is done."""
         for optimizer in self.registry.optimizers:
             optimizer.step()
         for scheduler in self.registry.schedulers:
             scheduler.step()
-        self.reducer.zero_grads()
+        self._zero_grads()
         self.current_step += 1
-        self._save_buffers()
-        return True
+
+    def _exchange_mirror(self) -> bool:
+        """A sharded rank's record to its buddy (agent/mirror.py): the gradient shards the
+        update is about to apply, and every few steps its whole shard. False when a collective
+        of this step failed (a peer died): the step is abandoned."""
+        if self.layer.failed:
+            return False
+        grads = [local_shards(p.grad) for p in self._params()]
+        return self.mirror.exchange(
+            self.group,
+            self.rank,
+            self.world_size,
+            self.current_step,
+            lambda: self.registry.transfer_state(self.current_step),
+            grads,
+            self._abort,
+        )
+
+    def _replay(self, grads_per_step: list) -> None:
+        """Bring a shard from its mirror's snapshot to the first step not completed: the
+        recorded updates applied again, as they were (no forward or backward)."""
+        params = self._params()
+        for grads in grads_per_step:
+            for param, grad in zip(params, as_dtensors(grads, params), strict=True):
+                param.grad = grad
+            self._apply_update()
 
     def next_batch(self):
         """The next batch of the DataLoader registered as `data`; epoch after epoch, calling its
@@ -260,6 +371,9 @@ class Run:
         and a zero learning rate. The state then streams straight into these tensors, and
         recovery allocates nothing. The values do not matter: every tensor is overwritten."""
         self.reducer = self._new_reducer(64 * 1024)
+        if self.registry.sharded:  # no gradient buffer binds them: zero shards of gradients
+            for param in self._params():
+                param.grad = torch.zeros_like(param)
         for optimizer in self.registry.optimizers:
             if optimizer.state:
                 continue
@@ -276,12 +390,28 @@ class Run:
                 for group, lr in zip(optimizer.param_groups, saved, strict=True):
                     if lr is not None:
                         group["lr"] = lr
-        self.reducer.zero_grads()
+        self._zero_grads()
+
+    def _params(self) -> list[torch.nn.Parameter]:
+        return [p for m in self.registry.models for p in m.parameters()]
+
+    def _zero_grads(self) -> None:
+        """A sharded model's gradients are FSDP2's (reduce-scattered in backward), zeroed by the
+        optimizers; anyone else's are views of the reducer's flat buffer."""
+        if self.registry.sharded:
+            for optimizer in self.registry.optimizers:
+                optimizer.zero_grad(set_to_none=True)
+        else:
+            self.reducer.zero_grads()
 
     # -- failure handling ---------------------------------------------------------------------
 
     def _new_reducer(self, slot_bytes: int) -> FlatReducer:
-        params = [p for m in self.registry.models for p in m.parameters()]
+        """For a sharded model FSDP2 reduces the gradients and each rank keeps its own buffers:
+        the reducer then carries only the step's tail (pause flags, per-rank mirror)."""
+        if self.registry.sharded:
+            return FlatReducer([], self.world_size, slot_bytes)
+        params = self._params()
         buffers = [b for m in self.registry.models for b in m.buffers()]
         reducer = FlatReducer(params, self.world_size, slot_bytes, buffers=buffers)
         reducer.abort = self._abort
@@ -304,6 +434,9 @@ class Run:
                 buffer.copy_(saved)
 
     def _abandon_step(self) -> None:
+        if self.mirror is not None:
+            self.mirror.drop()
+            self._zero_grads()  # FSDP2 would add the redone step's gradients to them
         self._restore_buffers()
         self._stalled = True
         self._recompute_ms = (time.perf_counter() - self._step_began) * 1000
@@ -318,6 +451,8 @@ class Run:
                 self.group.abort()
             except RuntimeError:
                 pass
+        if self.layer is not None:
+            self.layer.abort()
 
     def _await_coordinator(self, report: str | None) -> str:
         """Tell the coordinator where this process stands and follow its commands until it says
@@ -376,10 +511,14 @@ class Run:
             group = pair_group(
                 self.store, command["transfer"], 0, self.config["transfer_timeout_s"]
             )
-            state = {
-                "replicated": self.registry.replicated_state(self.current_step),
-                "per_rank": _bytes_tensor(self.reducer.mirror_of(command["for_rank"])),
-            }
+            per_rank = _bytes_tensor(self.reducer.mirror_of(command["for_rank"]))
+            if command.get("mirror"):  # the buddy's copy of the failed rank's shard
+                state = {"mirror": self.mirror.copy_of_left(), "per_rank": per_rank}
+            else:
+                state = {
+                    "replicated": self.registry.transfer_state(self.current_step),
+                    "per_rank": per_rank,
+                }
             nbytes = send_state(group, state)
             # After the send: the target hashes what it loaded meanwhile (state.digest).
             reply = {"ok": True, "bytes": nbytes, "digest": digest(state)}
@@ -394,12 +533,21 @@ class Run:
             group = pair_group(
                 self.store, command["transfer"], 1, self.config["transfer_timeout_s"]
             )
-            template = {"replicated": self.registry.replicated_state(self.current_step)}
-            received = recv_state(group, template)
-            self.current_step = self.registry.load_replicated_state(received.state["replicated"])
+            own = self.registry.transfer_state(self.current_step)
+            if command.get("mirror"):
+                received = recv_state(group, {"mirror": {"snapshot": own}})
+                # Before the replay below updates the received shards in place.
+                moved = digest(received.state)
+                copy = received.state["mirror"]
+                self.current_step = self.registry.load_transfer_state(copy["snapshot"])
+                self._replay(copy["grads"])
+            else:
+                received = recv_state(group, {"replicated": own})
+                self.current_step = self.registry.load_transfer_state(received.state["replicated"])
+                moved = digest(received.state)
             per_rank = received.state["per_rank"].numpy().tobytes()
             self.registry.load_per_rank_state(decode_per_rank(per_rank))
-            reply = {"ok": True, "bytes": received.nbytes, "digest": digest(received.state)}
+            reply = {"ok": True, "bytes": received.nbytes, "digest": moved}
         except Exception as error:  # noqa: BLE001 - any failure is reported, the process lives
             reply = {"ok": False, "error": error_text(error)}
         reply["duration_ms"] = (time.perf_counter() - started) * 1000
@@ -424,6 +572,9 @@ class Run:
             # which is this rank's own slot of the mirror from the last completed all-reduce.
             self.registry.load_per_rank_state(decode_per_rank(self.reducer.mirror_of(self.rank)))
         self.group = self._form_group(command["generation"], command["backend"])
+        if self.layer is not None:
+            self.layer.form(command["generation"])
+            self.mirror.reset()
         if self.reducer is None:
             self.reducer = self._new_reducer(command["slot_bytes"])
         else:
@@ -445,7 +596,9 @@ class Run:
         if not self.reducer.exchange_per_rank(self.group, self.rank, blob, self._abort):
             self._abandon_step()
             return False
-        if restore == "none" and not self._sync_from_rank0():
+        # A sharded model starts from what each rank built (the same seed on every rank).
+        sync = restore == "none" and not self.registry.sharded
+        if sync and not self._sync_from_rank0():
             self._abandon_step()
             return False
         self._save_buffers()
@@ -523,6 +676,8 @@ class Run:
             kind = command["type"]
             if kind == "abort":
                 self._abort.set()
+                if self.layer is not None:  # unblock FSDP2's collectives too
+                    self.layer.abort()
             elif kind == "pause":
                 self._pause_requested = True
             elif kind == "inject":
@@ -543,7 +698,7 @@ class Run:
         self.channel.send({"type": "alarm", **alarm})
 
     def _state_bytes(self) -> int:
-        state = self.registry.replicated_state(self.current_step)
+        state = self.registry.transfer_state(self.current_step)
         return sum(t.numel() * t.element_size() for t in flatten(state)[1])
 
 

@@ -5,6 +5,10 @@ Two kinds of state (SPEC 2.1):
   a completed step, so any healthy replica can hand it to a spare.
 * *per-rank*: RNG streams and data position. Different on every rank; each step the reducer
   mirrors every rank's copy to every peer (see reducer.py), so it survives its owner.
+
+A sharded model (FSDP2, `Run.device_mesh`) holds a shard per rank instead of a replica: its
+parameters and optimizer state are DTensors, and what moves is each one's local shard
+(`Registry.transfer_state`), loaded back as DTensors of the receiver's own mesh and placements.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
+from torch.distributed.tensor import DTensor
 
 from agent.skeleton import encode
 
@@ -134,6 +139,7 @@ class Registry:
     data: Stateful | None = None
     extras: dict[str, Stateful] = field(default_factory=dict)
     per_rank: dict[str, Stateful] = field(default_factory=dict)
+    sharded: bool = False  # the models are FSDP2-sharded: their state is this rank's shard
 
     def is_empty(self) -> bool:
         return not self.models and not self.optimizers
@@ -159,6 +165,20 @@ class Registry:
             obj.load_state_dict(state["extras"][name])
         return int(state["step"])
 
+    def transfer_state(self, step: int) -> dict:
+        """What a spare taking this rank's place needs besides the per-rank state: the
+        replicated state, or for a sharded model this rank's shards of it (plain tensors
+        sharing the DTensors' storage, so a receiver's stream lands in its own shards)."""
+        state = self.replicated_state(step)
+        return local_shards(state) if self.sharded else state
+
+    def load_transfer_state(self, state: dict) -> int:
+        """Load what `transfer_state` gave; the received shards become DTensors again, on this
+        process's mesh with its placements."""
+        if self.sharded:
+            state = as_dtensors(state, self.replicated_state(int(state["step"])))
+        return self.load_replicated_state(state)
+
     def per_rank_state(self) -> dict:
         return {
             **rng_state(),
@@ -172,6 +192,51 @@ class Registry:
             self.data.load_state_dict(state["data"])
         for name, obj in self.per_rank.items():
             obj.load_state_dict(state["per_rank"][name])
+
+
+def local_shards(node):
+    """`node` (a state tree, a list of gradients) with every DTensor replaced by its shard."""
+    return _map_dtensors(node, DTensor.to_local)
+
+
+def _map_dtensors(node, fn):
+    """`node` with every DTensor replaced by fn(it); dicts keep their type and `_metadata`."""
+    if isinstance(node, DTensor):
+        return fn(node)
+    if isinstance(node, dict):
+        mapped = type(node)((key, _map_dtensors(value, fn)) for key, value in node.items())
+        if hasattr(node, "_metadata"):
+            mapped._metadata = node._metadata
+        return mapped
+    if isinstance(node, list | tuple):
+        return type(node)(_map_dtensors(value, fn) for value in node)
+    return node
+
+
+def as_dtensors(received, template):
+    """`received` with each tensor that is a DTensor in `template` (same place) wrapped as one,
+    with the template's mesh, placements and global shape."""
+    if isinstance(template, DTensor):
+        return DTensor.from_local(
+            received,
+            template.device_mesh,
+            template.placements,
+            run_check=False,
+            shape=template.shape,
+            stride=template.stride(),
+        )
+    if isinstance(received, dict) and isinstance(template, dict):
+        mapped = type(received)(
+            (key, as_dtensors(value, template.get(key))) for key, value in received.items()
+        )
+        if hasattr(received, "_metadata"):
+            mapped._metadata = received._metadata
+        return mapped
+    if isinstance(received, list | tuple) and isinstance(template, list | tuple):
+        return type(received)(
+            as_dtensors(value, other) for value, other in zip(received, template, strict=False)
+        )
+    return received
 
 
 def rng_state() -> dict:

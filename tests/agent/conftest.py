@@ -98,6 +98,26 @@ def start_transparent(tmp_path):
         job.stop()
 
 
+# The GPT above sharded with FSDP2 (agent/examples/fsdp_gpt.py); MESH_ARGS pick the mesh.
+FSDP_SCRIPT = REPO / "agent/examples/fsdp_gpt.py"
+FSDP_ARGS = ["--steps", "16", "--dim", "32", "--heads", "2", "--layers", "2", "--seq", "16",
+             "--batch", "4", "--vocab", "64", "--seed", "7"]  # fmt: skip
+FSDP_4 = ["--shard", "4"]
+
+
+@pytest.fixture(scope="session")
+def fsdp_baseline(tmp_path_factory) -> list[dict]:
+    """The failure-free run of the 4-way FSDP job: every rank's final local shards."""
+    job = Job(tmp_path_factory.mktemp("fsdp_baseline"), 4, 0, [], FSDP_ARGS + FSDP_4, FSDP_SCRIPT)
+    try:
+        assert job.wait_done() == 0, job.output()
+        states = job.final_states()
+    finally:
+        job.stop()
+    assert len(states) == 4
+    return states
+
+
 @pytest.fixture(scope="session")
 def baseline(tmp_path_factory) -> list[dict]:
     """The failure-free run every migration test must reproduce bit for bit."""
