@@ -14,38 +14,30 @@ from tests.agent.conftest import REPO
 
 pytestmark = pytest.mark.agent
 
-
-def _run(code: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
-
-
-def test_no_process_of_a_job_imports_dcp_as_it_starts():
-    loaded = _run(
-        "import sys\n"
-        "import agent.cli, agent.coordinator, agent.launcher, agent.runtime, agent.transparent\n"
-        "agent.transparent.install_patches()\n"
-        "print(sorted(m for m in ('torch.distributed.checkpoint', 'sympy') if m in sys.modules))"
-    )
-    assert loaded == "[]"
+# One fresh process (its imports are what is checked) for both halves: each costs a torch import.
+CHECK = """
+import sys
+import agent.cli, agent.coordinator, agent.launcher, agent.runtime, agent.transparent
+from agent import catchup
+agent.transparent.install_patches()  # with transparent mode's side-effect guards
+print(sorted(m for m in ('torch.distributed.checkpoint', 'sympy') if m in sys.modules))
+import torch
+import torch.distributed.checkpoint as dcp
+catchup.SUPPRESSED.begin()
+dcp.save({'t': torch.ones(2)}, checkpoint_id=sys.argv[1], no_dist=True)
+catchup.SUPPRESSED.end()
+dcp.save({'t': torch.ones(2)}, checkpoint_id=sys.argv[2], no_dist=True)
+print('saved')
+"""
 
 
-def test_dcp_imported_after_the_guards_saves_nothing_while_catching_up(tmp_path):
+def test_dcp_is_not_imported_at_start_and_saves_nothing_while_catching_up(tmp_path):
     skipped, kept = tmp_path / "skipped", tmp_path / "kept"
-    saved = _run(
-        "import torch\n"
-        "from agent import catchup\n"
-        "catchup.install_side_effect_guards()\n"
-        "import torch.distributed.checkpoint as dcp\n"
-        "catchup.SUPPRESSED.begin()\n"
-        f"dcp.save({{'t': torch.ones(2)}}, checkpoint_id={str(skipped)!r}, no_dist=True)\n"
-        "catchup.SUPPRESSED.end()\n"
-        f"dcp.save({{'t': torch.ones(2)}}, checkpoint_id={str(kept)!r}, no_dist=True)\n"
-        "print('saved')"
-    )
-    assert saved == "saved"
+    done = subprocess.run(
+        [sys.executable, "-c", CHECK, str(skipped), str(kept)],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["[]", "saved"], done.stdout
     assert not skipped.exists()
     assert kept.is_dir() and any(kept.iterdir())
