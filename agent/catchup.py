@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import builtins
 import functools
+import importlib.abc
+import importlib.util
 import io
 import os
 import pickle
@@ -214,6 +216,35 @@ def _writes(mode: str) -> bool:
     return any(c in mode for c in "wax+")
 
 
+def when_imported(name: str, patch) -> None:
+    """Call `patch(module)` once the module `name` is imported: now if it already is, else
+    right after it is executed, before its importer sees it."""
+    if name in sys.modules:
+        patch(sys.modules[name])
+    else:
+        sys.meta_path.insert(0, _PatchOnImport(name, patch))
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    def __init__(self, name: str, patch):
+        self.name = name
+        self.patch = patch
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)  # one module, once; and the real finders answer below
+        spec = importlib.util.find_spec(fullname)
+        execute = spec.loader.exec_module
+
+        def execute_and_patch(module) -> None:
+            execute(module)
+            self.patch(module)
+
+        spec.loader.exec_module = execute_and_patch
+        return spec
+
+
 def install_side_effect_guards() -> None:
     """Patch the ways a script changes files or waits, so that they do nothing while
     SUPPRESSED is active. Idempotent."""
@@ -261,10 +292,14 @@ def install_side_effect_guards() -> None:
         (time, "sleep"),
     ):
         setattr(module, name, skipped(getattr(module, name)))
-    import torch.distributed.checkpoint as dcp
 
-    dcp.save = skipped(dcp.save)
-    dcp.async_save = skipped(dcp.async_save)
+    def skip_saves(dcp) -> None:
+        dcp.save = skipped(dcp.save)
+        dcp.async_save = skipped(dcp.async_save)
+
+    # Not imported here (see checkpoint._save), and most scripts never use it: patched the
+    # moment anything imports it.
+    when_imported("torch.distributed.checkpoint", skip_saves)
     scaler = torch.amp.GradScaler
     for name in ("unscale_", "step", "update"):
         setattr(scaler, name, skipped(getattr(scaler, name)))

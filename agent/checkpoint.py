@@ -18,8 +18,6 @@ import shutil
 from pathlib import Path
 
 import torch
-import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint import FileSystemReader
 
 from agent.skeleton import flatten, unflatten
 
@@ -31,6 +29,11 @@ def step_dir(root: Path, step: int) -> Path:
 
 
 def _save(obj, path: Path) -> None:
+    # Imported here, not at the top: on a bare torch it pulls in DTensor and sympy (about a
+    # second of CPU), which the coordinator, which never checkpoints, paid at start-up. (A
+    # training process loads most of it anyway, with torch._dynamo, at its first optimizer.)
+    import torch.distributed.checkpoint as dcp
+
     skeleton, tensors = flatten(obj)
     state = {f"t{i}": t.detach().cpu() for i, t in enumerate(tensors)}
     state[SKELETON_KEY] = torch.frombuffer(bytearray(skeleton), dtype=torch.uint8)
@@ -38,7 +41,9 @@ def _save(obj, path: Path) -> None:
 
 
 def _load(path: Path):
-    metadata = FileSystemReader(str(path)).read_metadata()
+    import torch.distributed.checkpoint as dcp  # imported here: see _save
+
+    metadata = dcp.FileSystemReader(str(path)).read_metadata()
     template = {
         key: torch.empty(tuple(meta.size), dtype=meta.properties.dtype)
         for key, meta in metadata.state_dict_metadata.items()

@@ -20,9 +20,10 @@ CORPUS = {
     "plateau_lm": ("plateau_lm", ["--epochs", "3"], 30, (3, 9, 15)),
     "ema": ("ema", ["--epochs", "3"], 30, (3, 9, 15)),
 }
-# Slow enough that the test acts between steps, even when a loaded machine starts the CLI in
-# seconds; sleeping does not change the numbers (the failure-free run does not sleep).
-SLOW = ["--step-sleep", "0.4"]
+# Slow enough that the test acts between steps (it sends kill, alarm and drain itself, in
+# milliseconds; a drain still leaves half the run); sleeping does not change the numbers (the
+# failure-free run does not sleep).
+SLOW = ["--step-sleep", "0.2"]
 MODES = {"model_aware": "_yoco.py", "transparent": ".py"}
 
 

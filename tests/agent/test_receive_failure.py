@@ -24,7 +24,7 @@ def test_second_identical_receive_failure_stops_and_restores_the_checkpoint(star
         # Only the checkpoints (every 10 steps) load: a live state anywhere else is refused.
         script_args=[
             "--steps",
-            "300",
+            "100",
             "--step-sleep",
             "0.05",
             "--refuse-from",
@@ -34,8 +34,9 @@ def test_second_identical_receive_failure_stops_and_restores_the_checkpoint(star
         ],  # fmt: skip
         script=REPO / "tests/agent/unloadable_state_job.py",
     )
-    # With the three spares (they start one after another once the workers train) all ready,
-    # and a checkpoint taken; the kill lands between two checkpoints.
+    # With the three spares ready (test jobs start them before the first step) and a checkpoint
+    # taken; the kill lands between two checkpoints, from step 12 to 16 (or 22 to 26, ...), far
+    # enough from the end that the failure runs its course before the job could end.
     job.wait_step(12)
     job.wait_for(lambda: 2 <= job.status()["step"] % 10 <= 6, what="a step between checkpoints")
     os.kill(job.worker_pid(1), signal.SIGKILL)
