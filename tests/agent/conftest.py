@@ -136,6 +136,15 @@ def assert_bit_identical(states: list[dict], baseline: list[dict]) -> None:
     assert not (differences := state_differences(states, baseline)), differences
 
 
+# An incident's events, in order (SPEC 3), by how it ended.
+LIVE_MIGRATION = ["failure.detected", "migration.started", "migration.completed", "job.resumed"]
+ROLLED_BACK = ["failure.detected", "migration.failed", "checkpoint.restored", "job.resumed"]
+
+
+def event_types(events: list[dict]) -> list[str]:
+    return [e["type"].removeprefix("io.yoco.") for e in events]
+
+
 def incidents(job: Job) -> dict[str, list[dict]]:
     grouped: dict[str, list[dict]] = {}
     for event in job.events():

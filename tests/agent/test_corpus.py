@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.agent.conftest import incidents, kill_alarm_drain
+from tests.agent.conftest import LIVE_MIGRATION, event_types, incidents, kill_alarm_drain
 
 pytestmark = pytest.mark.agent
 
@@ -68,13 +68,7 @@ def test_corpus_script_survives_kill_thermal_drain_bit_identical(start_transpare
     assert started["data"]["protected"] is True
     triggers = set()
     for events in incidents(job).values():
-        types = [e["type"].removeprefix("io.yoco.") for e in events]
-        assert types == [
-            "failure.detected",
-            "migration.started",
-            "migration.completed",
-            "job.resumed",
-        ], types
+        assert (types := event_types(events)) == LIVE_MIGRATION, types
         triggers.add(events[0]["data"]["trigger"])
         completed = events[2]["data"]
         # Transparent mode too: its spare catches up without the model's compute (issue 12).

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.agent.conftest import assert_bit_identical, incidents
+from tests.agent.conftest import LIVE_MIGRATION, assert_bit_identical, event_types, incidents
 from tests.agent.stall import StepSampler, assert_downtime_covers_stall
 
 pytestmark = pytest.mark.agent
@@ -38,13 +38,7 @@ def test_three_triggers_bit_identical_to_failure_free_run(start_job, baseline):
     assert_bit_identical(job.final_states(), baseline)
     by_trigger = {}
     for events in incidents(job).values():
-        types = [e["type"].removeprefix("io.yoco.") for e in events]
-        assert types == [
-            "failure.detected",
-            "migration.started",
-            "migration.completed",
-            "job.resumed",
-        ], types
+        assert (types := event_types(events)) == LIVE_MIGRATION, types
         detected, started, completed, resumed = events
         by_trigger[detected["data"]["trigger"]] = (detected, started, completed, resumed)
         assert completed["data"]["steps_lost"] == 0

@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from tests.agent.conftest import REPO, incidents
+from tests.agent.conftest import REPO, event_types, incidents
 
 pytestmark = pytest.mark.agent
 
@@ -43,8 +43,7 @@ def test_second_identical_receive_failure_stops_and_restores_the_checkpoint(star
     assert job.wait_done() == 0, job.output()
 
     (events,) = incidents(job).values()
-    types = [e["type"].removeprefix("io.yoco.") for e in events]
-    assert types == [
+    assert (types := event_types(events)) == [
         "failure.detected",
         "migration.started",
         "migration.failed",

@@ -10,7 +10,7 @@ import pytest
 
 from agent.recovery import DIGEST_MISMATCH
 from agent.transport import CORRUPT_ONCE_ENV
-from tests.agent.conftest import GPT_ARGS, assert_bit_identical, incidents
+from tests.agent.conftest import GPT_ARGS, ROLLED_BACK, assert_bit_identical, event_types, incidents
 
 pytestmark = pytest.mark.agent
 SLOW_STEPS = ["--step-sleep", "0.1"]
@@ -24,10 +24,6 @@ ONE_SPARE_FAILED_THEN_LIVE = [
     "migration.completed",
     "job.resumed",
 ]
-
-
-def _types(events: list[dict]) -> list[str]:
-    return [e["type"].removeprefix("io.yoco.") for e in events]
 
 
 def _kill_mid_transfer(job, role: str) -> int:
@@ -47,7 +43,7 @@ def test_spare_killed_during_migration_moves_on_to_the_next_spare(start_job, bas
 
     assert_bit_identical(job.final_states(), baseline)
     (events,) = incidents(job).values()
-    assert _types(events) == ONE_SPARE_FAILED_THEN_LIVE
+    assert event_types(events) == ONE_SPARE_FAILED_THEN_LIVE
     assert "died while receiving" in events[2]["data"]["reason"]
     assert events[4]["data"]["steps_lost"] == 0
 
@@ -68,7 +64,7 @@ def test_spare_whose_state_digest_differs_loses_the_migration_to_the_next_spare(
     assert not token.exists()
     assert_bit_identical(job.final_states(), baseline)
     (events,) = incidents(job).values()
-    assert _types(events) == ONE_SPARE_FAILED_THEN_LIVE
+    assert event_types(events) == ONE_SPARE_FAILED_THEN_LIVE
     assert f"could not receive the state: {DIGEST_MISMATCH}" in events[2]["data"]["reason"]
     assert events[4]["data"]["verified"] is True
     assert events[4]["data"]["steps_lost"] == 0
@@ -86,7 +82,7 @@ def test_source_killed_during_preemptive_migration_falls_back_to_a_replica(
 
     assert_bit_identical(job.final_states(), baseline)
     (events,) = incidents(job).values()
-    assert _types(events) == ONE_SPARE_FAILED_THEN_LIVE
+    assert event_types(events) == ONE_SPARE_FAILED_THEN_LIVE
     assert events[0]["data"]["trigger"] == "preemptive"
     assert events[0]["data"]["category"] == "gpu_ecc"
     assert events[1]["data"]["state_source"] == "self"
@@ -108,12 +104,7 @@ def test_no_spare_left_restores_the_newest_checkpoint_and_reports_the_loss(
     # Rolled back, then recomputed with the same RNG and data: still the same final model.
     assert_bit_identical(job.final_states(), baseline)
     (events,) = incidents(job).values()
-    assert _types(events) == [
-        "failure.detected",
-        "migration.failed",
-        "checkpoint.restored",
-        "job.resumed",
-    ]
+    assert event_types(events) == ROLLED_BACK
     assert events[1]["data"]["reason"] == "no spare left"
     restored = events[2]["data"]
     assert restored["checkpoint_step"] == 20

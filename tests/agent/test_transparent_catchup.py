@@ -12,7 +12,7 @@ import signal
 import pytest
 import torch
 
-from tests.agent.conftest import assert_bit_identical, incidents
+from tests.agent.conftest import ROLLED_BACK, assert_bit_identical, event_types, incidents
 
 pytestmark = pytest.mark.agent
 
@@ -83,8 +83,7 @@ def test_no_spare_left_rolls_back_to_the_checkpoint(start_transparent, tmp_path)
 
     assert_bit_identical(job.final_states(), baseline.final_states())
     (events,) = incidents(job).values()
-    types = [e["type"].removeprefix("io.yoco.") for e in events]
-    assert types == ["failure.detected", "migration.failed", "checkpoint.restored", "job.resumed"]
+    assert event_types(events) == ROLLED_BACK
     restored = events[2]["data"]
     assert restored["checkpoint_step"] in (20, 30)
     # Every step completed after the checkpoint runs again. The detected step is the killed

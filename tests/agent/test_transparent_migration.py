@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.agent.conftest import assert_bit_identical, incidents, kill_alarm_drain
+from tests.agent.conftest import (
+    LIVE_MIGRATION,
+    assert_bit_identical,
+    event_types,
+    incidents,
+    kill_alarm_drain,
+)
 from tests.agent.stall import StepSampler, assert_downtime_covers_stall
 
 pytestmark = pytest.mark.agent
@@ -43,13 +49,7 @@ def test_unmodified_script_survives_three_triggers_bit_identical(start_transpare
     assert started["data"]["protected"] is True
     triggers = set()
     for events in incidents(job).values():
-        types = [e["type"].removeprefix("io.yoco.") for e in events]
-        assert types == [
-            "failure.detected",
-            "migration.started",
-            "migration.completed",
-            "job.resumed",
-        ], types
+        assert (types := event_types(events)) == LIVE_MIGRATION, types
         triggers.add(events[0]["data"]["trigger"])
         assert events[1]["data"]["mode"] == "transparent"
         # The spare caught up without the model's compute: nothing run again (issue 12).
