@@ -108,20 +108,19 @@ FSDP_4 = ["--shard", "4"]
 @pytest.fixture(scope="session")
 def fsdp_baseline(tmp_path_factory) -> list[dict]:
     """The failure-free run of the 4-way FSDP job: every rank's final local shards."""
-    job = Job(tmp_path_factory.mktemp("fsdp_baseline"), 4, 0, [], FSDP_ARGS + FSDP_4, FSDP_SCRIPT)
-    try:
-        assert job.wait_done() == 0, job.output()
-        states = job.final_states()
-    finally:
-        job.stop()
-    assert len(states) == 4
-    return states
+    return failure_free_states(tmp_path_factory.mktemp("fsdp_baseline"), FSDP_ARGS + FSDP_4,
+                               FSDP_SCRIPT)  # fmt: skip
 
 
 @pytest.fixture(scope="session")
 def baseline(tmp_path_factory) -> list[dict]:
     """The failure-free run every migration test must reproduce bit for bit."""
-    job = Job(tmp_path_factory.mktemp("baseline"), 4, 0, [], GPT_ARGS)
+    return failure_free_states(tmp_path_factory.mktemp("baseline"), GPT_ARGS)
+
+
+def failure_free_states(directory: Path, script_args: list[str], script=None) -> list[dict]:
+    """Every rank's final state after a 4-worker job with no spares and no failure."""
+    job = Job(directory, 4, 0, [], script_args, script)
     try:
         assert job.wait_done() == 0, job.output()
         states = job.final_states()
