@@ -216,6 +216,9 @@ class Coordinator:
                 self._pump(self.settings.heartbeat_interval_s)
                 workers = membership.workers()
                 membership.step = max((m.step for m in workers), default=membership.step)
+                supply = self.spare_supply
+                if supply is not None and not supply.begun and membership.step >= 1:
+                    supply.begin()  # the workers completed their first step
                 failures = membership.new_failures()
                 if failures:
                     self.recovery.recover(failures)
@@ -278,8 +281,6 @@ class Coordinator:
             )
         )
         self.recovery.resume_all({m.rank: "none" for m in workers}, step=0)
-        if self.spare_supply is not None:
-            self.spare_supply.begin()  # the workers are on their first step
 
     def _finish(self) -> None:
         self.recovery.finish()

@@ -1,12 +1,14 @@
 """When the standby spares of a local job start.
 
-By default (`--spares-start after-workers`) spares start only once the workers are training,
-one at a time, each after the one before it is ready (connected, model built, state buffers
-allocated: SPEC 2.4) or gone, and at a lower CPU priority (agent/priority.py). On a machine
-with few cores, spares started beside the workers would share the CPU with the workers' own
-start-up and delay the first training step; started one by one, the first spare is ready as
-early as possible. A failure that finds no spare ready
-waits for the one still on its way (`coming`), at the workers' priority (`hurry`).
+By default (`--spares-start after-workers`) spares start only once the workers have completed
+their first training step, one at a time, each after the one before it is ready (connected,
+model built, state buffers allocated: SPEC 2.4) or gone, and at a lower CPU priority
+(agent/priority.py). On a machine with few cores, spares started beside the workers would share
+the CPU with the workers' start-up and their first step (which is slow: it builds the
+optimizer's state and warms torch's caches) and delay it; started one by one, the first spare is
+ready as early as possible. A failure that finds no spare ready waits for the one still on its
+way (`coming`), started now if the first step had not completed, at the workers' priority
+(`hurry`).
 With `--spares-start with-workers` every spare starts beside the workers, for machines with
 cores to spare; `before-training` also holds the first training step until every spare is
 ready (or gone), for jobs that must be protected from their first step (and tests whose
@@ -45,7 +47,8 @@ class SpareSupply:
             self.begin()
 
     def begin(self) -> None:
-        """The workers have begun training: start the first spare (if not started yet)."""
+        """The workers have completed their first step: start the first spare (if not started
+        yet)."""
         self.begun = True
         self._next()
 
@@ -61,6 +64,7 @@ class SpareSupply:
     def hurry(self) -> None:
         """A failure waits for the spare that is starting: the workers are idle, so it no
         longer needs to yield to them (on a busy machine it would yield to everyone else)."""
+        self.begin()
         for pid in self.loading:
             self._hurry(pid)
 

@@ -162,6 +162,8 @@ def test_spares_start_one_at_a_time_once_training_began():
     assert not started
     supply.begin()
     assert started == [100]
+    supply.begin()  # already begun: nothing more
+    assert started == [100]
     supply.ready(999)  # someone else's readiness starts nothing
     assert started == [100]
     supply.hurry()
@@ -190,6 +192,17 @@ def test_spares_with_workers_all_start_at_launch():
     supply.gone(100)
     supply.ready(102)
     assert supply.pending() == 0 and not supply.coming()
+
+
+def test_a_failure_before_the_first_step_completed_starts_the_first_spare_at_once():
+    from agent.spares import SpareSupply
+
+    started, hurried = [], []
+    supply = SpareSupply(lambda: started.append(100) or 100, 2, hurried.append, "after-workers")
+    supply.launch()
+    assert supply.coming() and not started  # the failure will wait for it ...
+    supply.hurry()  # ... so it starts now, at the workers' priority
+    assert started == [100] and hurried == [100] and supply.pending() == 2
 
 
 @pytest.mark.parametrize("when", ["with-workers", "before-training"])
