@@ -90,6 +90,10 @@ EventsOpt = Annotated[
     ),
 ]
 DEFAULT_SPOOL = Path("yoco-spool.sqlite3")
+HeartbeatTimeoutOpt = Annotated[float, typer.Option(help="seconds")]
+StatusFileOpt = Annotated[
+    Path | None, typer.Option(help="JSON snapshot of the job, rewritten as it changes")
+]
 
 
 def _logging() -> None:
@@ -117,7 +121,7 @@ def _sink(events, platform, cluster_key, spool, spool_max_mb):
 
 
 def _settings(workers: int, cluster: str, job: str, **kwargs):
-    from agent.coordinator import Settings
+    from agent.settings import Settings
 
     return Settings(world_size=workers, cluster=cluster, job=job, **kwargs)
 
@@ -152,7 +156,7 @@ def run(
     advertise: Annotated[str | None, typer.Option(help="address workers dial")] = None,
     port: Annotated[int, typer.Option(help="control port (0: any free one)")] = 0,
     store_port: Annotated[int, typer.Option(help="TCPStore port (0: any free one)")] = 0,
-    heartbeat_timeout: Annotated[float, typer.Option(help="seconds")] = 1.0,
+    heartbeat_timeout: HeartbeatTimeoutOpt = 1.0,
     join_timeout: Annotated[float, typer.Option(help="seconds")] = 60.0,
     checkpoint_dir: Annotated[
         Path | None,
@@ -162,9 +166,7 @@ def run(
     respawn: Annotated[
         bool, typer.Option(help="start a cold process when no spare is left (then roll back)")
     ] = True,
-    status_file: Annotated[
-        Path | None, typer.Option(help="JSON snapshot of the job, rewritten as it changes")
-    ] = None,
+    status_file: StatusFileOpt = None,
     model: Annotated[str, typer.Option(help="model name for job.started")] = "",
     connect: Annotated[
         str | None,
@@ -252,6 +254,11 @@ def coordinator(
     join_timeout: Annotated[float, typer.Option(help="seconds")] = 300.0,
     checkpoint_dir: Annotated[Path | None, typer.Option()] = None,
     checkpoint_every: Annotated[int, typer.Option(help="steps (0: never)")] = 0,
+    heartbeat_timeout: HeartbeatTimeoutOpt = 1.0,
+    status_file: StatusFileOpt = None,
+    await_spares: Annotated[
+        int, typer.Option(help="the first step waits until this many spares (any node) are ready")
+    ] = 0,
 ):
     """Run only the coordinator; nodes join it with `run --connect HOST:PORT` (multi-node)."""
     from agent.launcher import run_local_job
@@ -269,7 +276,10 @@ def coordinator(
             join_timeout_s=join_timeout,
             checkpoint_dir=str(checkpoint_dir) if checkpoint_dir else None,
             checkpoint_every=checkpoint_every,
+            heartbeat_timeout_s=heartbeat_timeout,
             health=_health(config),
+            status_file=str(status_file) if status_file else None,
+            await_spares=await_spares,
         ),
         _sink(events, platform, cluster_key, spool, spool_max_mb),
         [],

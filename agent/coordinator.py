@@ -21,7 +21,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import torch.distributed as dist
 
@@ -31,34 +30,12 @@ from agent.membership import JobFailed, Member, Membership
 from agent.protocol import Channel, ChannelClosed
 from agent.recovery import Recovery, replica_stride
 from agent.reporter import EventSink
+from agent.settings import Settings, control_address, control_server
 from agent.spares import SpareSupply
 from agent.status_file import STATUS_WRITE_INTERVAL_S, StatusFile, status_document
 
 # STATUS_WRITE_INTERVAL_S: imported from here by tests/agent/stall.py
-__all__ = ["STATUS_WRITE_INTERVAL_S", "Coordinator", "Settings"]
-
-
-@dataclass
-class Settings:
-    world_size: int
-    host: str = "0.0.0.0"
-    advertise: str = "127.0.0.1"  # the address processes use to reach us
-    port: int = 0
-    store_port: int = 0
-    cluster: str = "local"
-    job: str = "job"
-    model: str = ""
-    heartbeat_interval_s: float = 0.1
-    heartbeat_timeout_s: float = 1.0  # a silent process is declared dead after this
-    join_timeout_s: float = 60.0
-    collective_timeout_s: float = 30.0
-    transfer_timeout_s: float = 120.0
-    checkpoint_dir: str | None = None
-    checkpoint_every: int = 0
-    checkpoint_keep: int = 2
-    health: dict = field(default_factory=dict)
-    status_file: str | None = None
-    mode: str = "model_aware"  # or "transparent" (agent/transparent.py)
+__all__ = ["STATUS_WRITE_INTERVAL_S", "Coordinator"]
 
 
 class Coordinator:
@@ -69,10 +46,12 @@ class Coordinator:
         spawn: Callable[[], None] | None = None,
         kill: Callable[[int], None] | None = None,
         spare_supply: SpareSupply | None = None,
+        server: socket.socket | None = None,
     ):
         """`spawn()`: start one more (cold) process, when the launcher can; `kill(pid)`: end an
         unresponsive local process; `spare_supply`: starts the local spares once the workers
-        train."""
+        train; `server`: the control port's socket, when the launcher bound it already (see
+        launcher.run_local_job), else bound here."""
         self.settings = settings
         self.sink = sink
         self.events = EventFactory(settings.cluster, settings.job, settings.mode)
@@ -97,8 +76,8 @@ class Coordinator:
             wait_for_workers=False,
             timeout=datetime.timedelta(seconds=settings.collective_timeout_s),
         )
-        self.server = socket.create_server((settings.host, settings.port), backlog=256)
-        self.address = f"{settings.advertise}:{self.server.getsockname()[1]}"
+        self.server = server or control_server(settings)
+        self.address = control_address(settings, self.server)
         self.store_address = f"{settings.advertise}:{self.store.port}"
         threading.Thread(target=self._accept, daemon=True, name="yoco-accept").start()
 
@@ -263,6 +242,15 @@ class Coordinator:
                 raise JobFailed(
                     f"{supply.pending()} spare(s) not ready within {s.join_timeout_s:g} s "
                     "(--spares-start before-training waits for every one)"
+                )
+        if s.await_spares:
+            print(
+                f"yoco agent: the first step waits for {s.await_spares} ready spare(s)", flush=True
+            )
+            if not self._wait(lambda: len(membership.spares()) >= s.await_spares, s.join_timeout_s):
+                raise JobFailed(
+                    f"{len(membership.spares())} of {s.await_spares} spare(s) ready within "
+                    f"{s.join_timeout_s:g} s (--await-spares)"
                 )
         workers = membership.workers()
         # Room for per-rank state to grow (data iterators, extra RNGs) without resizing.

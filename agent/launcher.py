@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent import priority
+from agent.settings import control_address, control_server
 from agent.spares import WHEN, SpareSupply
 
 
@@ -60,13 +61,16 @@ def transparent_command(command: list[str]) -> list[str]:
 
 class LocalProcesses:
     def __init__(self, command: list[str], coordinator: str, node: str | None = None):
+        """`coordinator`: the control port's address the processes dial."""
         if not command:
             raise ValueError("no training command given: yoco-agent run ... -- python train.py")
         self.command = command
         self.coordinator = coordinator
-        self.node = node or socket.gethostname()
+        # YOCO_NODE names the node where the host name does not (a pod's is its own name).
+        self.node = node or os.environ.get("YOCO_NODE") or socket.gethostname()
         self.processes: list[subprocess.Popen] = []
-        self.on_exit: Callable[[int, int], None] | None = None
+        self._on_exit: Callable[[int, int], None] | None = None
+        self._exited: list[tuple[int, int]] = []  # before anyone watched (watch_exits)
         self._lock = threading.Lock()
 
     def start(self) -> subprocess.Popen:
@@ -100,10 +104,23 @@ class LocalProcesses:
         threading.Thread(target=self._watch, args=(process,), daemon=True).start()
         return process
 
+    def watch_exits(self, on_exit: Callable[[int, int], None]) -> None:
+        """Call `on_exit(pid, returncode)` for every process that ends, those that already
+        have included."""
+        with self._lock:
+            self._on_exit, exited = on_exit, self._exited
+            self._exited = []
+        for pid, code in exited:
+            on_exit(pid, code)
+
     def _watch(self, process: subprocess.Popen) -> None:
         code = process.wait()
-        if self.on_exit is not None:
-            self.on_exit(process.pid, code)
+        with self._lock:
+            on_exit = self._on_exit
+            if on_exit is None:
+                self._exited.append((process.pid, code))
+        if on_exit is not None:
+            on_exit(process.pid, code)
 
     def kill(self, pid: int) -> None:
         with self._lock:
@@ -149,9 +166,17 @@ def run_local_job(
     `workers` local processes running `command` and `spares` standby ones (started as
     `spares_start` says: agent/spares.py), until the job ends; its job.finished status. Needs
     only torch and the standard library, like everything a job runs."""
+    # The workers start before this process imports torch (the coordinator does): on a machine
+    # with few cores their own start-up overlaps it, and the first step comes sooner. All they
+    # need is the control port's address, bound here.
+    server = control_server(settings)
+    local = LocalProcesses(command, control_address(settings, server)) if command else None
+    if local is not None:
+        for _ in range(workers):
+            local.start()
+
     from agent.coordinator import Coordinator
 
-    local = LocalProcesses(command, "") if command else None
     supply = SpareSupply(local.start_spare, spares, local.hurry, spares_start) if local else None
     coordinator = Coordinator(
         settings,
@@ -159,13 +184,11 @@ def run_local_job(
         spawn=local.start if (local and respawn) else None,
         kill=local.kill if local else None,
         spare_supply=supply if spares else None,
+        server=server,
     )
     print(f"yoco agent: coordinator at {coordinator.address}", flush=True)
     if local is not None:
-        local.coordinator = coordinator.address
-        local.on_exit = coordinator.process_exited
-        for _ in range(workers):
-            local.start()
+        local.watch_exits(coordinator.process_exited)
         supply.launch()
     status = "failed"
     try:
@@ -186,8 +209,8 @@ def run_local_job(
 def main(argv: list[str] | None = None) -> int:
     """A local job with the standard library alone: the options of `yoco-agent run` a job
     needs to run and be observed; events go to a JSONL file."""
-    from agent.coordinator import Settings
     from agent.reporter import JsonlSink
+    from agent.settings import Settings
 
     argv = sys.argv[1:] if argv is None else argv
     split = argv.index("--") if "--" in argv else len(argv)

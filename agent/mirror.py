@@ -2,9 +2,11 @@
 unplanned death loses nothing even though no other rank holds that shard
 (`state_source: mirror`).
 
-The buddy of rank r is rank r + 1 (mod the world size). Each step, inside `Run.step()` after
-clipping and before the update, every rank sends its buddy one record, and receives one from
-rank r - 1:
+The buddy of rank r is rank r + k (mod the world size), k the same for every rank and chosen by
+`buddy_shift` so that a buddy is on another node than its rank wherever the layout allows: a
+node lost whole then takes no rank's only copy with it (k = 1 when all ranks share a node).
+Each step, inside `Run.step()` after clipping and before the update, every rank sends its buddy
+one record, and receives one from rank r - k:
 
 * every `every` steps, and at the first step after the groups re-formed, a *snapshot*: the
   rank's shards of parameters, optimizer and scheduler state as of the start of the step
@@ -38,6 +40,19 @@ from agent.state import as_bytes
 
 SNAPSHOT_EVERY = 8
 _TAG = 1 << 20  # clear of the tags other traffic on the training group uses
+
+
+def buddy_shift(nodes: list[str]) -> int:
+    """The k of "rank r's buddy is rank r + k", `nodes[r]` being rank r's node: the k that puts
+    the most buddies on another node than their rank, the smallest such k on a tie (1 when all
+    ranks share a node). One k for all ranks keeps the buddies a permutation: every rank sends
+    one record and keeps one copy."""
+    n = len(nodes)
+
+    def across(k: int) -> int:
+        return sum(nodes[r] != nodes[(r + k) % n] for r in range(n))
+
+    return max(range(1, n), key=lambda k: (across(k), -k), default=1)
 
 
 class MirrorBroken(RuntimeError):
@@ -83,17 +98,19 @@ def _padding(nbytes: int) -> int:
     return -nbytes % 8
 
 
-def _swap(group: dist.ProcessGroup, rank: int, world_size: int, record, abort: threading.Event):
-    """Send `record` to rank + 1 and receive rank - 1's; (received, bytes sent). Gloo's sends
-    and receives have no future and no completion flag before `wait()`, so a thread waits on
-    them while this one watches `abort` (the group is aborted when a step is abandoned, which
+def _swap(
+    group: dist.ProcessGroup, rank: int, world_size: int, shift: int, record, abort: threading.Event
+):
+    """Send `record` to rank + shift and receive rank - shift's; (received, bytes sent). Gloo's
+    sends and receives have no future and no completion flag before `wait()`, so a thread waits
+    on them while this one watches `abort` (the group is aborted when a step is abandoned, which
     ends that thread's wait)."""
     result: dict = {}
 
     def swap() -> None:
         try:
-            sends, result["bytes"] = _send_tree(group, (rank + 1) % world_size, record)
-            result["received"] = _recv_tree(group, (rank - 1) % world_size)
+            sends, result["bytes"] = _send_tree(group, (rank + shift) % world_size, record)
+            result["received"] = _recv_tree(group, (rank - shift) % world_size)
             for work in sends:
                 work.wait()
         except RuntimeError as error:
@@ -111,19 +128,22 @@ def _swap(group: dist.ProcessGroup, rank: int, world_size: int, record, abort: t
 
 
 class ShardMirror:
-    """This rank's record to its buddy each step, and its copy of rank r - 1's shard."""
+    """This rank's record to its buddy each step, and its copy of the shard of the rank it is
+    the buddy of (rank r - shift)."""
 
     def __init__(self, every: int = SNAPSHOT_EVERY):
         self.every = every
-        self.snapshot: dict | None = None  # rank r - 1's state at the start of step S
+        self.shift = 1  # buddy_shift of the current group, set with each re-form
+        self.snapshot: dict | None = None  # rank r - shift's state at the start of step S
         self.grads: list = []  # its gradient shards of steps S, S+1, ...
         self._pending: tuple[dict | None, list] | None = None
         self._snapshot_due = True
         self.bytes_sent = 0  # of the last record (bench)
 
-    def reset(self) -> None:
+    def reset(self, shift: int) -> None:
         """After the groups re-formed: the next record is a snapshot (a new process may now be
-        either neighbour)."""
+        either neighbour, and a spare on another node may have changed the buddies)."""
+        self.shift = shift
         self.snapshot, self.grads, self._pending = None, [], None
         self._snapshot_due = True
 
@@ -137,12 +157,12 @@ class ShardMirror:
         grads: list[torch.Tensor],
         abort: threading.Event,
     ) -> bool:
-        """Send this step's record to the buddy and take rank - 1's; `state()` gives this
+        """Send this step's record to the buddy and take rank - shift's; `state()` gives this
         rank's shards when a snapshot is due. False when the exchange failed."""
         due = self._snapshot_due or step % self.every == 0
         record = {"snapshot": state() if due else None, "grads": grads}
         try:
-            received, self.bytes_sent = _swap(group, rank, world_size, record, abort)
+            received, self.bytes_sent = _swap(group, rank, world_size, self.shift, record, abort)
         except MirrorBroken:
             self._pending = None
             return False
@@ -164,8 +184,8 @@ class ShardMirror:
         """The step was abandoned: its record does not count."""
         self._pending = None
 
-    def copy_of_left(self) -> dict:
-        """What a spare taking rank r - 1 over needs: the snapshot and the gradients since."""
+    def copy_held(self) -> dict:
+        """What a spare taking rank r - shift over needs: the snapshot and the gradients since."""
         if self.snapshot is None:
             raise MirrorBroken("no snapshot of the neighbour's shard yet")
         return {"snapshot": self.snapshot, "grads": self.grads}

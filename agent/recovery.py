@@ -21,17 +21,15 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Collection
-from typing import TYPE_CHECKING
 
 from agent import checkpoint
 from agent.advice import NO_LIVE_COPY, NO_SPARE, has_checkpoint_fallback, no_live_recovery
 from agent.devices import group_backend
 from agent.events import EventFactory
 from agent.membership import QUIESCED, Failure, JobFailed, Member, Membership
+from agent.mirror import buddy_shift
 from agent.reporter import EventSink
-
-if TYPE_CHECKING:  # the coordinator builds a Recovery: importing it at run time would cycle
-    from agent.coordinator import Settings
+from agent.settings import Settings
 
 # A target whose digest of the state it loaded is not the source's: it holds something else.
 DIGEST_MISMATCH = "its digest of the moved state differs from the source's"
@@ -70,6 +68,7 @@ class Recovery:
         # Ranks this far apart hold the same state (replica_stride): 1 when every rank is a full
         # replica, 0 when no other rank holds a rank's shard (its buddy's mirror does).
         self.replica_stride = 1
+        self.buddy_shift = 1  # a sharded rank r's mirror is on rank r + buddy_shift (mirror.py)
         self.transfer_in_flight: dict | None = None  # for the status
         self.open_incidents: dict[str, dict] = {}  # detected, not yet resumed (for the status)
         self._transfer_ids = itertools.count()
@@ -292,8 +291,8 @@ class Recovery:
             # The buddy (next replica) first: spreads the load when several ranks fail at once.
             replicas.sort(key=lambda m: (m.rank - failure.rank) % n)
             return replicas[0], "replica"
-        if stride != 1:  # a sharded job: the buddy (next rank) keeps a mirror of the shard
-            buddy = [m for m in at_step if m.rank == (failure.rank + 1) % n]
+        if stride != 1:  # a sharded job: the buddy keeps a mirror of the shard
+            buddy = [m for m in at_step if m.rank == (failure.rank + self.buddy_shift) % n]
             return (buddy[0], "mirror") if buddy else (None, None)
         return None, None
 
@@ -333,10 +332,16 @@ class Recovery:
         # for_rank: a sharded job's spare builds its model only once it knows its rank.
         self.membership.send(target, {"type": "recv_state", **command})
 
-        def settled(member):
-            return not member.alive or transfer in member.replies
+        def settled():
+            if not (source.alive and target.alive):
+                return True  # the other side need not be waited for (cancelled below)
+            return transfer in source.replies and transfer in target.replies
 
-        self.wait(lambda: settled(source) and settled(target), self.settings.transfer_timeout_s)
+        self.wait(settled, self.settings.transfer_timeout_s)
+        for member in (source, target):
+            if member.alive and transfer not in member.replies:
+                # Free it for the next path at once: its peer is gone, or the transfer timed out.
+                self.membership.send(member, {"type": "cancel_transfer", "transfer": transfer})
         self.transfer_in_flight = None
         sent, loaded = source.replies.get(transfer), target.replies.get(transfer)
         if not target.alive:
@@ -362,6 +367,7 @@ class Recovery:
         membership.generation += 1
         workers = membership.workers()
         backend = group_backend([(m.node, m.device) for m in workers])
+        self.buddy_shift = buddy_shift([m.node for m in sorted(workers, key=lambda m: m.rank)])
         for member in workers:
             member.report = None
             membership.send(
@@ -375,6 +381,7 @@ class Recovery:
                     "restore": restore[member.rank],
                     "slot_bytes": self.slot_bytes,
                     "backend": backend,
+                    "buddy_shift": self.buddy_shift,
                 },
             )
 

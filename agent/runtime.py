@@ -125,7 +125,7 @@ class Run:
         self.reducer: FlatReducer | None = None
         # A sharded job's process groups (device_mesh): re-formed with every generation.
         self.layer: GroupLayer | None = None
-        self.mirror: ShardMirror | None = None  # its buddy's copy of rank - 1's shard
+        self.mirror: ShardMirror | None = None  # this rank's record and its copy of another's
         self.parallelism: dict[str, int] | None = None
         self._ready_sent = False
         self._pending_receive: dict | None = None  # a sharded spare's, taken before it built
@@ -140,6 +140,7 @@ class Run:
         # coordinator that it started its first step there (job.resumed waits for that).
         self._unannounced_generation: int | None = None
         self._commands: queue.Queue[dict] = queue.Queue()
+        self._cancelled_transfers: set[str] = set()  # whose other side the coordinator saw die
         self.monitor = HealthMonitor.from_config(self.config.get("health", {}), self._alarm)
         threading.Thread(target=self._read_commands, daemon=True, name="yoco-reader").start()
         threading.Thread(target=self._heartbeat, daemon=True, name="yoco-heartbeat").start()
@@ -508,12 +509,10 @@ class Run:
     def _send_state(self, command: dict) -> None:
         started = time.perf_counter()
         try:
-            group = pair_group(
-                self.store, command["transfer"], 0, self.config["transfer_timeout_s"]
-            )
+            group = self._pair_group(command, 0)
             per_rank = _bytes_tensor(self.reducer.mirror_of(command["for_rank"]))
             if command.get("mirror"):  # the buddy's copy of the failed rank's shard
-                state = {"mirror": self.mirror.copy_of_left(), "per_rank": per_rank}
+                state = {"mirror": self.mirror.copy_held(), "per_rank": per_rank}
             else:
                 state = {
                     "replicated": self.registry.transfer_state(self.current_step),
@@ -527,12 +526,21 @@ class Run:
         reply["duration_ms"] = (time.perf_counter() - started) * 1000
         self.channel.send({"type": "sent", "transfer": command["transfer"], **reply})
 
+    def _pair_group(self, command: dict, rank: int) -> dist.ProcessGroup:
+        """The transfer's group of two (0 sends); given up once the coordinator cancels it."""
+        transfer = command["transfer"]
+        return pair_group(
+            self.store,
+            transfer,
+            rank,
+            self.config["transfer_timeout_s"],
+            lambda: transfer in self._cancelled_transfers,
+        )
+
     def _recv_state(self, command: dict) -> None:
         started = time.perf_counter()
         try:
-            group = pair_group(
-                self.store, command["transfer"], 1, self.config["transfer_timeout_s"]
-            )
+            group = self._pair_group(command, 1)
             own = self.registry.transfer_state(self.current_step)
             if command.get("mirror"):
                 received = recv_state(group, {"mirror": {"snapshot": own}})
@@ -574,7 +582,7 @@ class Run:
         self.group = self._form_group(command["generation"], command["backend"])
         if self.layer is not None:
             self.layer.form(command["generation"])
-            self.mirror.reset()
+            self.mirror.reset(command["buddy_shift"])
         if self.reducer is None:
             self.reducer = self._new_reducer(command["slot_bytes"])
         else:
@@ -682,6 +690,8 @@ class Run:
                 self._pause_requested = True
             elif kind == "inject":
                 self.monitor.inject(command["fault"])
+            elif kind == "cancel_transfer":  # while _send_state or _recv_state waits for a peer
+                self._cancelled_transfers.add(command["transfer"])
             else:
                 self._commands.put(command)
 

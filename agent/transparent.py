@@ -76,7 +76,7 @@ from agent.state import (
     load_rng_state,
     rng_state,
 )
-from agent.transport import pair_group, recv_state, send_state
+from agent.transport import recv_state, send_state
 
 _RUN: TransparentRun | None = None
 
@@ -785,9 +785,7 @@ class TransparentRun(Run):
     def _send_state(self, command: dict) -> None:
         started = time.perf_counter()
         try:
-            group = pair_group(
-                self.store, command["transfer"], 0, self.config["transfer_timeout_s"]
-            )
+            group = self._pair_group(command, 0)
             replicated = self._replicated_state() if self.loaded else self.pending
             state = {
                 "replicated": replicated,
@@ -810,9 +808,7 @@ class TransparentRun(Run):
                     "transparent mode cannot bring a live worker forward to a step its peers "
                     "completed (a rank died inside the all-reduce with 3+ workers)"
                 )
-            group = pair_group(
-                self.store, command["transfer"], 1, self.config["transfer_timeout_s"]
-            )
+            group = self._pair_group(command, 1)
             received = recv_state(group, None)
             self.pending = received.state["replicated"]
             self.pending_slot = received.state["per_rank"].numpy().tobytes()

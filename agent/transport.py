@@ -18,6 +18,7 @@ import collections
 import datetime
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -48,10 +49,35 @@ class Received:
     nbytes: int
 
 
-def pair_group(store: dist.Store, name: str, rank: int, timeout_s: float) -> dist.ProcessGroup:
+def _never() -> bool:
+    return False
+
+
+def pair_group(
+    store: dist.Store,
+    name: str,
+    rank: int,
+    timeout_s: float,
+    cancelled: Callable[[], bool] = _never,
+) -> dist.ProcessGroup:
     """A gloo process group of two: 0 sends, 1 receives. It carries the whole state, or, when
-    the two share a device, everything but the CUDA tensors (cuda_stream.py)."""
+    the two share a device, everything but the CUDA tensors (cuda_stream.py).
+
+    Each side first waits for the other to arrive, in short slices, and gives up as soon as
+    `cancelled()` (the coordinator saw the other side die): gloo's own rendezvous would wait
+    out the whole timeout for a peer that is gone, stalling the job's recovery with it."""
     prefixed = dist.PrefixStore(f"xfer/{name}/", store)
+    prefixed.set(f"arrived/{rank}", b"1")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            prefixed.wait([f"arrived/{1 - rank}"], datetime.timedelta(seconds=0.1))
+            break
+        except dist.DistStoreError:
+            if cancelled():
+                raise TransferError("the other side of the transfer is gone") from None
+            if time.monotonic() > deadline:
+                raise TransferError(f"the other side did not come within {timeout_s:g} s") from None
     return dist.ProcessGroupGloo(prefixed, rank, 2, datetime.timedelta(seconds=timeout_s))
 
 

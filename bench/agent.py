@@ -37,9 +37,7 @@ import os
 import queue
 import signal
 import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -51,8 +49,13 @@ import torch.multiprocessing as mp
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from agent.launcher import kill_listed_processes  # noqa: E402
-from bench.common import git_commit, interleaved, spreads, wait_until, write_result  # noqa: E402
+from bench.common import (  # noqa: E402
+    git_commit,
+    interleaved,
+    kill_to_next_step,
+    spreads,
+    write_result,
+)
 
 SIZES = {"100MB": 100 * 10**6, "1GB": 10**9, "4GB": 4 * 10**9}
 TIMEOUT_S = 300.0  # any one measurement; --timeout
@@ -278,71 +281,12 @@ def overhead(steps: int) -> dict:
 def recovery(state_bytes: int) -> dict:
     """Start 2 workers + 1 spare under the real launcher, wait for the spare to be ready,
     SIGKILL rank 1, time until the job's next completed step (the workers mark each)."""
-    tmp = Path(tempfile.mkdtemp(prefix="yoco-recovery-"))
-    marks, status, events = tmp / "steps.log", tmp / "status.json", tmp / "events.jsonl"
     params = state_bytes // 8  # SGD with momentum: state = parameters + momentum
-    env = dict(os.environ, PYTHONPATH=str(REPO), YOCO_BENCH_MARKS=str(marks))
-    command = [
-        sys.executable, "-m", "agent.cli", "run", "--workers", "2", "--spares", "1",
-        "--events", str(events), "--status-file", str(status),
-        "--heartbeat-timeout", "5", "--join-timeout", str(TIMEOUT_S),
-        "--", sys.executable, __file__, "worker", str(params),
-    ]  # fmt: skip
-    with open(tmp / "launcher.log", "wb") as out:
-        launcher = subprocess.Popen(
-            command, cwd=REPO, env=env, start_new_session=True, stdout=out,
-            stderr=subprocess.STDOUT,
-        )  # fmt: skip
-
-    def read_marks() -> list[str]:
-        if launcher.poll() is not None:
-            raise RuntimeError(f"the job ended early; see {tmp / 'launcher.log'}")
-        return marks.read_text().split() if marks.exists() else []
-
-    def spare_ready() -> bool:
-        try:
-            members = json.loads(status.read_text())["members"]
-        except (OSError, ValueError, KeyError):
-            return False
-        return any(m["role"] == "spare" and m["ready"] for m in members)
-
-    try:
-        wait_until(lambda: len(read_marks()) >= 8 and spare_ready(), TIMEOUT_S, "8 steps")
-        pid = next(m["pid"] for m in json.loads(status.read_text())["members"]
-                   if m["role"] == "worker" and m["rank"] == 1)  # fmt: skip
-        before = len(read_marks())
-        killed = time.time()
-        os.kill(pid, signal.SIGKILL)
-
-        def resumed_and_stepped():
-            after = [float(x.split(",")[1]) for x in read_marks()[before:] if x]
-            text = events.read_text() if events.exists() else ""
-            return "job.resumed" in text and [t for t in after if t > killed]
-
-        after = wait_until(resumed_and_stepped, TIMEOUT_S, "the first step after the kill")
-        resumed_at = next(
-            datetime.datetime.fromisoformat(e["time"]).timestamp()
-            for e in map(json.loads, events.read_text().splitlines())
-            if e["type"].endswith("job.resumed")
-        )
-        done: dict[int, float] = {}
-        for line in read_marks()[:before]:
-            step, t = line.split(",")
-            done[int(step)] = max(done.get(int(step), 0.0), float(t))
-        ends = [done[k] for k in sorted(done)]
-        gaps = sorted(b - a for a, b in zip(ends, ends[1:], strict=False))
-        return {
-            "kill_to_next_step_s": max(0.0, min(after) - killed),
-            "kill_to_resumed_s": max(0.0, resumed_at - killed),
-            "step_s": gaps[len(gaps) // 2],
-        }
-    finally:
-        try:
-            os.killpg(launcher.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        launcher.wait(timeout=30)
-        kill_listed_processes(status)
+    return kill_to_next_step(
+        ["--workers", "2", "--spares", "1"],
+        [sys.executable, __file__, "worker", str(params)],
+        TIMEOUT_S,
+    )
 
 
 def worker(params: int) -> None:

@@ -9,6 +9,8 @@ import platform
 import signal
 import statistics
 import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -168,6 +170,82 @@ def wait_until(predicate: Callable[[], object], timeout_s: float, what: str, pol
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what}: not within {timeout_s:g} s")
         time.sleep(poll_s)
+
+
+# --------------------------------------------------------------------------- recovery
+
+
+def kill_to_next_step(
+    launcher_args: list[str], script: list[str], timeout_s: float, warm_steps: int = 4
+) -> dict:
+    """Run `script` under the real launcher (`yoco-agent run LAUNCHER_ARGS -- SCRIPT`), wait
+    until it completed `warm_steps` steps with a spare ready, SIGKILL rank 1 and time until the
+    job's next completed step. The script appends "step,time" to $YOCO_BENCH_MARKS after each
+    completed step (every rank may: a step's time is its last rank's)."""
+    from agent.launcher import kill_listed_processes
+
+    tmp = Path(tempfile.mkdtemp(prefix="yoco-recovery-"))
+    marks, status, events = tmp / "steps.log", tmp / "status.json", tmp / "events.jsonl"
+    env = dict(os.environ, PYTHONPATH=str(REPO), YOCO_BENCH_MARKS=str(marks))
+    command = [
+        sys.executable, "-m", "agent.cli", "run", *launcher_args, "--events", str(events),
+        "--status-file", str(status), "--heartbeat-timeout", "5", "--join-timeout",
+        str(timeout_s), "--", *script,
+    ]  # fmt: skip
+    with open(tmp / "launcher.log", "wb") as out:
+        launcher = subprocess.Popen(
+            command, cwd=REPO, env=env, start_new_session=True, stdout=out,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+    def completed() -> dict[int, float]:
+        """Each completed step's time (its last rank's mark)."""
+        if launcher.poll() is not None:
+            raise RuntimeError(f"the job ended early; see {tmp / 'launcher.log'}")
+        done: dict[int, float] = {}
+        for line in marks.read_text().split() if marks.exists() else []:
+            step, t = line.split(",")
+            done[int(step)] = max(done.get(int(step), 0.0), float(t))
+        return done
+
+    def spare_ready() -> bool:
+        try:
+            members = json.loads(status.read_text())["members"]
+        except (OSError, ValueError, KeyError):
+            return False
+        return any(m["role"] == "spare" and m["ready"] for m in members)
+
+    try:
+        what = f"{warm_steps} steps with a spare ready"
+        wait_until(lambda: len(completed()) >= warm_steps and spare_ready(), timeout_s, what)
+        pid = next(m["pid"] for m in json.loads(status.read_text())["members"]
+                   if m["role"] == "worker" and m["rank"] == 1)  # fmt: skip
+        before = completed()
+        killed = time.time()
+        os.kill(pid, signal.SIGKILL)
+
+        def resumed_and_stepped():
+            text = events.read_text() if events.exists() else ""
+            after = [t for step, t in completed().items() if step not in before and t > killed]
+            return "job.resumed" in text and after
+
+        after = wait_until(resumed_and_stepped, timeout_s, "the first step after the kill")
+        resumed_at = next(
+            datetime.fromisoformat(e["time"]).timestamp()
+            for e in map(json.loads, events.read_text().splitlines())
+            if e["type"].endswith("job.resumed")
+        )
+        ends = [before[k] for k in sorted(before)]
+        gaps = sorted(b - a for a, b in zip(ends, ends[1:], strict=False))
+        return {
+            "kill_to_next_step_s": max(0.0, min(after) - killed),
+            "kill_to_resumed_s": max(0.0, resumed_at - killed),
+            "step_s": gaps[len(gaps) // 2],
+        }
+    finally:
+        _signal_group(launcher.pid)
+        launcher.wait(timeout=30)
+        kill_listed_processes(status)
 
 
 # --------------------------------------------------------------------------- results

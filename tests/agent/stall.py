@@ -15,7 +15,8 @@ import datetime as dt
 import threading
 import time
 
-from agent.coordinator import STATUS_WRITE_INTERVAL_S, Settings
+from agent.coordinator import STATUS_WRITE_INTERVAL_S
+from agent.settings import Settings
 
 STALENESS_S = STATUS_WRITE_INTERVAL_S + Settings.heartbeat_interval_s
 
