@@ -67,7 +67,7 @@ def log(msg: str) -> None:
 
 def model_args(args) -> list[str]:
     return ["--dim", str(args.dim), "--layers", str(args.layers), "--heads", str(args.heads),
-            "--seq", str(args.seq), "--batch", str(args.batch), "--vocab", "256"]  # fmt: skip
+            "--seq", str(args.seq), "--batch", str(args.batch)]  # fmt: skip
 
 
 def build(mesh, args):
