@@ -22,11 +22,13 @@ from bench.savings_model import Scenario, compare, format_table, scaling_table  
 
 RESULTS = REPO / "bench" / "results"
 DOC = REPO / "docs" / "benchmarks.md"
-ORDER = ["goodput", "agent", "agent_modes", "ingest", "portal"]
+ORDER = ["goodput", "agent", "agent_modes", "sharded", "ingest", "portal"]
 TITLES = {
     "goodput": "Goodput under failures: YOCO vs checkpoint-restart vs TorchFT (`bench/goodput.py`)",
     "agent": "Agent: transfer speed, step overhead, recovery time (`bench/agent.py`)",
     "agent_modes": "Agent: model-aware vs model-transparent mode",
+    "sharded": "Agent: sharded jobs (FSDP2, HSDP): the shard mirror's cost, a kill's stall "
+    "(`bench/sharded.py`)",
     "ingest": "Event ingest (`bench/ingest.py`)",
     "portal": "Portal page times (`bench/portal.py`)",
 }
