@@ -165,7 +165,8 @@ def _mirror_peer(rank: int, port: int, mesh: str, args, result) -> None:
         result.put(
             {
                 "mirror_step_ratio": medians["mirror"] / medians["plain"],
-                "step_s": {"with_mirror": medians["mirror"], "without": medians["plain"]},
+                "step_s_with_mirror": medians["mirror"],
+                "step_s_without_mirror": medians["plain"],
                 "mirror_bytes_per_step": sum(sent) / len(sent),
                 "grad_bytes": grads,
                 "snapshot_bytes": max(sent) - grads,
@@ -297,9 +298,9 @@ def main() -> None:
         },
         "machine": {"device": "cpu (gloo over loopback)"},
         **{
-            mesh: {**figures[f"mirror_{mesh}"], "recovery": figures[f"recovery_{mesh}"]}
+            mesh: _per_mesh(figures[f"mirror_{mesh}"], figures[f"recovery_{mesh}"])
             for mesh in MESHES
-        },  # fmt: skip
+        },
         "targets": {
             f"{mesh}_mirror_step_ratio": _target(figures[f"mirror_{mesh}"]["mirror_step_ratio"])
             for mesh in MESHES
@@ -309,6 +310,15 @@ def main() -> None:
     path = write_result("sharded", results, commit, args.output)
     log(f"wrote {path}")
     print(json.dumps(results, indent=1))
+
+
+def _per_mesh(mirror: dict, recovery: dict) -> dict:
+    return {
+        **mirror,
+        "kill_to_next_step_s": recovery["kill_to_next_step_s"],
+        "kill_to_resumed_s": recovery["kill_to_resumed_s"],
+        "step_s_under_the_agent": recovery["step_s"],
+    }
 
 
 def _target(ratio: dict) -> dict:
