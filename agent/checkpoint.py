@@ -4,8 +4,13 @@ state exists or no spare is left (SPEC 2.3). Restoring one is a rollback and is 
 Layout, one directory per step:
 
     step_00000040/replicated/   model, optimizer, scheduler, extras (written by rank 0)
+    step_00000040/shard_3/      a sharded job's (FSDP2): that rank's shards of them, instead
     step_00000040/rank_3/       that rank's RNG streams and data position
     step_00000040/COMPLETE      written by rank 0 once every rank has written its part
+
+A sharded job's state is what a spare taking a rank receives (`Registry.transfer_state`): every
+rank writes its own local shards and loads them back onto its own mesh, so a checkpoint restores
+at the world size and mesh shape it was written at (no resharding).
 
 Each part is a DCP checkpoint of tensors only (the state's typed skeleton, agent/skeleton.py,
 is stored as a uint8 tensor beside them), so it loads without a pre-built template, e.g. into a
@@ -53,8 +58,14 @@ def _load(path: Path):
     return unflatten(skeleton, [template[f"t{i}"] for i in range(len(template))])
 
 
-def save_replicated(root: Path, step: int, state: dict) -> None:
-    _save(state, step_dir(root, step) / "replicated")
+def _state_part(shard: int | None) -> str:
+    return "replicated" if shard is None else f"shard_{shard}"
+
+
+def save_state(root: Path, step: int, state: dict, shard: int | None = None) -> None:
+    """The model, optimizer, scheduler and extras state: the replicated one, or rank `shard`'s
+    shards of it."""
+    _save(state, step_dir(root, step) / _state_part(shard))
 
 
 def save_per_rank(root: Path, step: int, rank: int, state: dict) -> None:
@@ -75,8 +86,8 @@ def newest_complete(root: Path | None) -> int | None:
     return max(steps, default=None)
 
 
-def load_replicated(root: Path, step: int) -> dict:
-    return _load(step_dir(root, step) / "replicated")
+def load_state(root: Path, step: int, shard: int | None = None) -> dict:
+    return _load(step_dir(root, step) / _state_part(shard))
 
 
 def load_per_rank(root: Path, step: int, rank: int) -> dict:

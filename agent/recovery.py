@@ -36,11 +36,13 @@ DIGEST_MISMATCH = "its digest of the moved state differs from the source's"
 
 
 class NoLiveRecovery(Exception):
-    """No live copy of some state, or no spare that can take it: only a checkpoint can help."""
+    """No live copy of some state, or no spare that can take it: only a checkpoint can help.
+    `failure`: the incident whose migration.failed already said why, if one did."""
 
-    def __init__(self, reason: str):
+    def __init__(self, reason: str, failure: Failure | None = None):
         super().__init__(reason)
         self.reason = reason
+        self.failure = failure
 
 
 class Recovery:
@@ -98,7 +100,7 @@ class Recovery:
         try:
             restore = self._migrate(failures, live, resume_step)
         except NoLiveRecovery as impossible:
-            return self._checkpoint_fallback(failures, resume_step, impossible.reason)
+            return self._checkpoint_fallback(failures, resume_step, impossible)
         moved = [f for f in failures if not f.stays]
         for failure in moved:
             if failure.member.alive:  # the drained or degrading worker itself
@@ -188,7 +190,11 @@ class Recovery:
             source, state_source = self._pick_source(failure, step, failures)
             spare = self._ready_spare(failure.tried) if source is not None else None
             if source is None or spare is None:
-                reason = NO_LIVE_COPY if source is None else self._no_spare(failure)
+                reason = (
+                    self._no_live_copy(failure, failures)
+                    if source is None
+                    else self._no_spare(failure)
+                )
                 self._give_up(failure, reason, restore)
                 continue
             self.sink.emit(
@@ -253,7 +259,18 @@ class Recovery:
             restore[failure.rank] = "own"
         self.sink.emit(self.events.migration_failed(failure.incident, reason))
         if not failure.stays:
-            raise NoLiveRecovery(reason)
+            raise NoLiveRecovery(reason, failure)
+
+    def _no_live_copy(self, failure: Failure, failures: list[Failure]) -> str:
+        """Why no live copy of a rank's state is left; in a sharded job, where its copies were."""
+        if self.replica_stride == 1:
+            return NO_LIVE_COPY
+        buddy = (failure.rank + self.buddy_shift) % self.settings.world_size
+        lost = "failed too" if buddy in {f.rank for f in failures} else "is behind"
+        return (
+            f"{NO_LIVE_COPY} (rank {failure.rank}'s shard: no replica of it is left, and its "
+            f"buddy, rank {buddy}, which mirrors it, {lost})"
+        )
 
     def _no_spare(self, failure: Failure) -> str:
         if failure.receive_error is None:
@@ -453,13 +470,16 @@ class Recovery:
     # -- the checkpoint path ------------------------------------------------------------------
 
     def _checkpoint_fallback(
-        self, failures: list[Failure], resume_step: int | None, reason: str
+        self, failures: list[Failure], resume_step: int | None, impossible: NoLiveRecovery
     ) -> list[Failure] | None:
         """No live copy or no spare: every rank rolls back to the newest complete checkpoint,
-        the missing ones on cold processes. A rollback, reported as one. Returns the failures
-        the next pass must handle when the group did not re-form, else None."""
+        the missing ones on cold processes (a spare of a sharded job builds as its rank then).
+        A rollback, reported as one: every incident's migration failed, whatever became of
+        its own state. Returns the failures the next pass must handle when the group did not
+        re-form, else None."""
         s = self.settings
         membership = self.membership
+        reason = impossible.reason
         restore_step = None
         if has_checkpoint_fallback(s.mode):
             restore_step = checkpoint.newest_complete(s.checkpoint_dir)
@@ -487,6 +507,12 @@ class Recovery:
                 membership.send(member, {"type": "retire"})
                 target = self._cold_process()
                 target.role, target.rank = "worker", member.rank
+        for failure in failures:
+            if failure is not impossible.failure:
+                why = reason
+                if impossible.failure is not None:
+                    why = f"every rank rolls back with rank {impossible.failure.rank}: {reason}"
+                self.sink.emit(self.events.migration_failed(failure.incident, why))
         restore = {m.rank: "checkpoint" for m in membership.workers()}
         if not self.resume_all(restore, restore_step):
             return membership.new_failures()

@@ -128,7 +128,9 @@ class Run:
         self.mirror: ShardMirror | None = None  # this rank's record and its copy of another's
         self.parallelism: dict[str, int] | None = None
         self._ready_sent = False
-        self._pending_receive: dict | None = None  # a sharded spare's, taken before it built
+        # A sharded spare's first command (recv_state, or resume from a checkpoint), taken in
+        # device_mesh() before it built the model; run.steps() carries it out.
+        self._first_command: dict | None = None
         self._abort = threading.Event()
         self._pause_requested = False
         self._stalled = False
@@ -173,7 +175,8 @@ class Run:
         (agent/groups.py): FSDP2 (`fully_shard(..., mesh=...)`) and DTensor work on it as on
         any mesh. `names` from "replicate", "shard", "tp"; the shape's product is the world
         size. A spare waits here until it is given a rank (its shard of the model depends on
-        it), then builds like that rank: the model it builds afterwards is the rank's."""
+        it), then builds like that rank: the model it builds afterwards is the rank's, and it
+        loads that rank's state in run.steps()."""
         unknown = [n for n in names if n not in MESH_DIMENSIONS]
         misplaced = "replicate" in names[1:]  # replicas of a shard are world/replicas apart
         wrong_size = len(names) != len(shape) or math.prod(shape) != self.world_size
@@ -194,15 +197,16 @@ class Run:
         return init_device_mesh(self.device.type, tuple(shape), mesh_dim_names=tuple(names))
 
     def _await_rank(self) -> None:
-        """A spare of a sharded job: ready to be picked, it waits for the rank it takes over
-        (the first command given to a picked spare is to receive that rank's state)."""
+        """A spare of a sharded job: ready to be picked, it waits for the rank it takes over.
+        The first command given to a picked spare names it: receive that rank's state (a live
+        migration), or resume as that rank from a checkpoint (the fallback, agent/recovery.py)."""
         self._send_ready(0)
         while True:
             command = self._commands.get()
-            if command["type"] == "recv_state":
+            if command["type"] in ("recv_state", "resume"):
                 priority.restore_normal()
-                self.rank = command["for_rank"]
-                self._pending_receive = command
+                self.rank = command["for_rank" if command["type"] == "recv_state" else "rank"]
+                self._first_command = command
                 return
             if command["type"] == "retire":
                 self._retire()
@@ -241,22 +245,13 @@ class Run:
             )
             self.channel.send({"type": "fatal", "message": message})
             raise RegistrationError(message)
-        if self.registry.sharded and self.config.get("checkpoint_every"):
-            message = (
-                "periodic checkpoints of a sharded model are not supported yet: run without "
-                "--checkpoint-every"
-            )
-            self.channel.send({"type": "fatal", "message": message})
-            raise RegistrationError(message)
         state_bytes = self._state_bytes()
         if self.role == "spare":
             self._prepare_spare()
         if not self._ready_sent:
             self._send_ready(state_bytes)
-        if self._pending_receive is not None:
-            self._recv_state(self._pending_receive)
-            self._pending_receive = None
-        self._await_coordinator(None)
+        first, self._first_command = self._first_command, None
+        self._await_coordinator(None, first)
         while True:
             while self.current_step < total:
                 self._announce_start()
@@ -455,13 +450,14 @@ class Run:
         if self.layer is not None:
             self.layer.abort()
 
-    def _await_coordinator(self, report: str | None) -> str:
-        """Tell the coordinator where this process stands and follow its commands until it says
-        to resume (train on) or that the job is done."""
+    def _await_coordinator(self, report: str | None, first: dict | None = None) -> str:
+        """Tell the coordinator where this process stands and follow its commands, `first` (one
+        already taken) before the others, until it says to resume (train on) or that the job is
+        done."""
         if report is not None:
             self._report(report)
         while True:
-            command = self._commands.get()
+            command, first = first or self._commands.get(), None
             kind = command["type"]
             if self.role == "spare" and kind in ("recv_state", "resume"):
                 # Becoming a rank: a spare waited at a lower CPU priority (agent/priority.py).
@@ -572,9 +568,9 @@ class Run:
         if restore == "checkpoint":
             root = Path(self.config["checkpoint_dir"])
             step = command["step"]
-            self.registry.load_replicated_state(checkpoint.load_replicated(root, step))
+            state = checkpoint.load_state(root, step, shard=self._checkpoint_shard())
+            self.current_step = self.registry.load_transfer_state(state)
             self.registry.load_per_rank_state(checkpoint.load_per_rank(root, step, self.rank))
-            self.current_step = step
         elif restore == "own":
             # Redo the abandoned step exactly: RNG and data position as they were at its start,
             # which is this rank's own slot of the mirror from the last completed all-reduce.
@@ -661,14 +657,21 @@ class Run:
         root = Path(self.config["checkpoint_dir"])
         step = self.current_step
         checkpoint.save_per_rank(root, step, self.rank, self.registry.per_rank_state())
-        if self.rank == 0:
-            checkpoint.save_replicated(root, step, self.registry.replicated_state(step))
+        shard = self._checkpoint_shard()
+        if shard is not None or self.rank == 0:
+            checkpoint.save_state(root, step, self.registry.transfer_state(step), shard=shard)
         if not self.reducer.barrier(self.group, self._abort):
             self._abandon_step()
             self._await_coordinator("stalled")
             return
         if self.rank == 0:
             checkpoint.mark_complete(root, step, keep=self.config.get("checkpoint_keep", 2))
+
+    def _checkpoint_shard(self) -> int | None:
+        """Whose shards of the model state this rank checkpoints and restores: its own in a
+        sharded job (every rank writes them); None, the replicated state, which rank 0 writes,
+        in any other."""
+        return self.rank if self.registry.sharded else None
 
     # -- background threads -------------------------------------------------------------------
 

@@ -602,13 +602,13 @@ class TransparentRun(Run):
                 "numel": self.total_numel,
                 "output_shapes": _bytes_tensor(self.shapes.to_bytes()),
             }
-            checkpoint.save_replicated(root, step, state)
+            checkpoint.save_state(root, step, state)
 
     def _load_checkpoint(self, step: int, rank: int) -> None:
         """A fresh process restarting the script after a rollback: the checkpoint of `step` is
         what it catches up to, as a spare does to a received state."""
         root = Path(self.config["checkpoint_dir"])
-        state = checkpoint.load_replicated(root, step)
+        state = checkpoint.load_state(root, step)
         extra = state.pop("transparent")
         self.total_numel = int(extra["numel"])
         self.shapes.update_from(extra["output_shapes"].numpy().tobytes())

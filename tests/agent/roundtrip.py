@@ -60,8 +60,8 @@ def _send_forever(port: int, name: str, pipe) -> None:
 
 
 def through_checkpoint(state, root: Path, step: int = 1):
-    checkpoint.save_replicated(root, step, state)
-    return checkpoint.load_replicated(root, step)
+    checkpoint.save_state(root, step, state)
+    return checkpoint.load_state(root, step)
 
 
 def assert_same(got, want, path: str = "") -> None:
