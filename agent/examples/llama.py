@@ -13,8 +13,8 @@ over `tp` the way torchtitan does (column-wise in, row-wise out), without sequen
 CPU and gloo, as in the tests.
 
 The agent lines: attach, device_mesh, register, steps, step. A spare waits in `device_mesh`
-until it takes a rank over, then builds as that rank. Every rank's shards survive a SIGKILL
-(from its buddy's mirror, or its replica under HSDP), a drain or a thermal alarm.
+until it takes a rank over, then builds as that rank. A killed rank's shards come back from its
+buddy's mirror (its replica's under HSDP): tests/agent/test_sharded_tp_kill.py.
 
 Read top to bottom: the model, how it is parallelised, the optimizer, schedule and clipping,
 `build()` (everything a training job is made of), then the loop in `main()`.
@@ -181,8 +181,9 @@ def apply_tensor_parallel(model: Llama, tp_mesh: DeviceMesh) -> None:
         "feed_forward.w2": RowwiseParallel(),
     }
     for block in model.layers:
-        # Every rank built the same whole model: each keeps its own slice of it, with no scatter
-        # from the group's first rank (and the agent's groups form at the first step only).
+        # Every rank built the same whole model: each keeps its own slice of it. The default
+        # scatters the first TP rank's instead, a collective the agent's groups cannot serve
+        # (torch's Python process groups have no scatter), and before their first step.
         parallelize_module(block, tp_mesh, plan, src_data_rank=None)
 
 
