@@ -181,9 +181,9 @@ def apply_tensor_parallel(model: Llama, tp_mesh: DeviceMesh) -> None:
         "feed_forward.w2": RowwiseParallel(),
     }
     for block in model.layers:
-        # Every rank built the same whole model: each keeps its own slice of it. The default
-        # scatters the first TP rank's instead, a collective the agent's groups cannot serve
-        # (torch's Python process groups have no scatter), and before their first step.
+        # Every rank built the same whole model, so each keeps its own slice of it. The default
+        # (src_data_rank=0) scatters the first TP rank's slices instead, which the agent's groups
+        # cannot do: torch's Python process groups have no scatter.
         parallelize_module(block, tp_mesh, plan, src_data_rank=None)
 
 
