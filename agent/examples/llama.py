@@ -1,35 +1,41 @@
-"""A small Llama-style transformer, sharded with FSDP2 over a DeviceMesh: FSDP, HSDP, FSDP x TP.
+"""A small Llama-style transformer under the YOCO agent, sharded with FSDP2 over a DeviceMesh:
+FSDP, HSDP, FSDP x TP.
 
-    torchrun --nproc-per-node 4 agent/examples/llama.py --shard 4                  # FSDP
-    torchrun --nproc-per-node 4 agent/examples/llama.py --replicate 2 --shard 2    # HSDP
-    torchrun --nproc-per-node 4 agent/examples/llama.py --shard 2 --tp 2           # FSDP x TP
+    yoco-agent run --workers 4 --spares 1 -- python agent/examples/llama.py --shard 4
+    yoco-agent run --workers 4 --spares 1 -- python agent/examples/llama.py --replicate 2 --shard 2
+    yoco-agent run --workers 4 --spares 1 -- python agent/examples/llama.py --shard 2 --tp 2
 
-The mesh has three named dimensions, replicate x shard x tp = world size. `fully_shard` shards
-every transformer block, then the root, over (replicate, shard): one dimension gives FSDP, two
-give HSDP (each shard group holds one copy of the state; the replicas all-reduce). Tensor
-parallelism splits the attention and MLP projections over `tp` the way torchtitan does
-(column-wise in, row-wise out), without sequence parallelism. CPU and gloo, as in the tests.
+The mesh has up to three named dimensions, replicate x shard x tp = world size (a dimension of
+size 1 is left out). `fully_shard` shards every transformer block, then the root, over
+(replicate, shard): one dimension gives FSDP, two give HSDP (each shard group holds one copy of
+the state; the replicas all-reduce). Tensor parallelism splits the attention and MLP projections
+over `tp` the way torchtitan does (column-wise in, row-wise out), without sequence parallelism.
+CPU and gloo, as in the tests.
 
-Read top to bottom: the model, how it is parallelised, the optimizer and schedule, `build()`
-(everything a training job is made of), then the loop in `main()`.
+The agent lines: attach, device_mesh, register, steps, step. A spare waits in `device_mesh`
+until it takes a rank over, then builds as that rank. A killed rank's shards come back from its
+buddy's mirror (its replica's under HSDP): tests/agent/test_sharded_tp_kill.py.
+
+Read top to bottom: the model, how it is parallelised, the optimizer, schedule and clipping,
+`build()` (everything a training job is made of), then the loop in `main()`.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 from torch import nn
 from torch.distributed.checkpoint.state_dict import (
     get_model_state_dict,
     get_optimizer_state_dict,
 )
-from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.parallel import (
@@ -39,6 +45,7 @@ from torch.distributed.tensor.parallel import (
 )
 from torch.nn import functional as F
 
+import agent
 from agent.examples.data import SyntheticTokens
 
 # ---------------------------------------------------------------------------------------------
@@ -152,15 +159,12 @@ class Llama(nn.Module):
 # Parallelism
 
 
-def build_mesh(replicate: int, shard: int, tp: int) -> DeviceMesh:
-    if replicate * shard * tp != dist.get_world_size():
-        raise SystemExit(
-            f"--replicate {replicate} x --shard {shard} x --tp {tp} must equal the world size "
-            f"({dist.get_world_size()})"
-        )
-    return init_device_mesh(
-        "cpu", (replicate, shard, tp), mesh_dim_names=("replicate", "shard", "tp")
-    )
+def build_mesh(run: agent.Run, replicate: int, shard: int, tp: int) -> DeviceMesh:
+    """The agent's mesh over (replicate, shard, tp), without the dimensions of size 1 (job.started
+    reports the others as the job's parallelism). A spare waits here for the rank it takes."""
+    sizes = {"replicate": replicate, "shard": shard, "tp": tp}
+    sizes = {name: size for name, size in sizes.items() if size > 1 or name == "shard"}
+    return run.device_mesh(tuple(sizes), tuple(sizes.values()))
 
 
 def apply_tensor_parallel(model: Llama, tp_mesh: DeviceMesh) -> None:
@@ -177,7 +181,10 @@ def apply_tensor_parallel(model: Llama, tp_mesh: DeviceMesh) -> None:
         "feed_forward.w2": RowwiseParallel(),
     }
     for block in model.layers:
-        parallelize_module(block, tp_mesh, plan)
+        # Every rank built the same whole model, so each keeps its own slice of it. The default
+        # (src_data_rank=0) scatters the first TP rank's slices instead, which the agent's groups
+        # cannot do: torch's Python process groups have no scatter.
+        parallelize_module(block, tp_mesh, plan, src_data_rank=None)
 
 
 def apply_fsdp(model: Llama, dp_mesh: DeviceMesh) -> None:
@@ -254,10 +261,10 @@ class Training:
     data: SyntheticTokens
 
 
-def build(args: argparse.Namespace) -> Training:
+def build(args: argparse.Namespace, run: agent.Run) -> Training:
     """Mesh, model (tensor-parallel, then FSDP-sharded), optimizer, schedule and data position
-    for this rank; the default process group must exist."""
-    mesh = build_mesh(args.replicate, args.shard, args.tp)
+    for this rank (a spare's: the rank it takes over)."""
+    mesh = build_mesh(run, args.replicate, args.shard, args.tp)
     torch.manual_seed(args.seed)  # the same whole model on every rank before it is split
     model = Llama(args.vocab, args.seq, args.dim, args.heads, args.kv_heads, args.layers)
     if args.tp > 1:
@@ -266,9 +273,9 @@ def build(args: argparse.Namespace) -> Training:
     # After sharding: the optimizer must hold the sharded parameters fully_shard put in place.
     optimizer = adamw(model, args.lr, args.weight_decay)
     scheduler = warmup_cosine(optimizer, args.steps)
-    # The ranks of one TP group work on the same batch: data is drawn per data-parallel rank.
-    dp_rank = mesh.get_local_rank("replicate") * args.shard + mesh.get_local_rank("shard")
-    data = SyntheticTokens(args.seed, dp_rank, args.batch, args.seq, args.vocab)
+    # The ranks of one TP group (tp is the mesh's last dimension: consecutive ranks) work on the
+    # same batch: data is drawn per data-parallel rank.
+    data = SyntheticTokens(args.seed, run.rank // args.tp, args.batch, args.seq, args.vocab)
     return Training(mesh, model, optimizer, scheduler, data)
 
 
@@ -314,6 +321,7 @@ def parse_args() -> argparse.Namespace:
     )
     add_model_args(p)
     p.add_argument("--log-every", type=int, default=20, help="rank 0 prints its loss every N steps")
+    p.add_argument("--step-sleep", type=float, default=0.0, help="seconds; slows tests down")
     p.add_argument("--out", type=Path, help="write each rank's final local state here")
     args = p.parse_args()
     if args.heads % args.kv_heads or args.kv_heads % args.tp:
@@ -323,24 +331,29 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    dist.init_process_group("gloo")
-    training = build(args)
+    run = agent.attach()  # a worker, or a spare until it takes a rank over
+    training = build(args, run)
+    run.register(
+        model=training.model,
+        optimizer=training.optimizer,
+        scheduler=training.scheduler,
+        data=training.data,
+    )
 
-    for step in range(args.steps):
+    for step in run.steps(args.steps):
         inputs, targets = training.data.next_batch()
         loss = training.model(inputs, targets)
         loss.backward()  # FSDP reduce-scatters (and, under HSDP, all-reduces) the gradients
         clip_grad_norm(training.model, args.clip)
-        training.optimizer.step()
-        training.optimizer.zero_grad()
-        training.scheduler.step()
-        if dist.get_rank() == 0 and (step % args.log_every == 0 or step == args.steps - 1):
+        run.step()  # optimizer.step(), scheduler.step(), zero the gradients
+        if run.rank == 0 and (step % args.log_every == 0 or step == args.steps - 1):
             print(f"step {step} loss {loss.item():.4f}", flush=True)
+        if args.step_sleep:
+            time.sleep(args.step_sleep)
 
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        torch.save(local_state(training), args.out / f"rank{dist.get_rank()}.pt")
-    dist.destroy_process_group()
+        torch.save(local_state(training), args.out / f"rank{run.rank}.pt")
 
 
 if __name__ == "__main__":

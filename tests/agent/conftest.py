@@ -112,6 +112,21 @@ def fsdp_baseline(tmp_path_factory) -> list[dict]:
                                FSDP_SCRIPT)  # fmt: skip
 
 
+# agent/examples/llama.py, small enough for 4 processes on 2 CPU cores; 4 query heads over 2
+# key/value heads so that both split over 2 tensor-parallel ranks.
+LLAMA_SCRIPT = REPO / "agent/examples/llama.py"
+LLAMA_ARGS = ["--steps", "16", "--dim", "32", "--heads", "4", "--kv-heads", "2", "--layers", "2",
+              "--seq", "16", "--batch", "4", "--vocab", "64", "--seed", "7"]  # fmt: skip
+FSDP_2_TP_2 = ["--shard", "2", "--tp", "2"]
+
+
+@pytest.fixture(scope="session")
+def llama_tp_baseline(tmp_path_factory) -> list[dict]:
+    """The failure-free run of llama.py on FSDP 2 x TP 2: every rank's final local shards."""
+    return failure_free_states(tmp_path_factory.mktemp("llama_tp_baseline"),
+                               LLAMA_ARGS + FSDP_2_TP_2, LLAMA_SCRIPT)  # fmt: skip
+
+
 @pytest.fixture(scope="session")
 def baseline(tmp_path_factory) -> list[dict]:
     """The failure-free run every migration test must reproduce bit for bit."""
