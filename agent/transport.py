@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 import datetime
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -63,22 +64,30 @@ def pair_group(
     """A gloo process group of two: 0 sends, 1 receives. It carries the whole state, or, when
     the two share a device, everything but the CUDA tensors (cuda_stream.py).
 
-    Each side first waits for the other to arrive, in short slices, and gives up as soon as
-    `cancelled()` (the coordinator saw the other side die): gloo's own rendezvous would wait
-    out the whole timeout for a peer that is gone, stalling the job's recovery with it."""
+    Gloo's rendezvous waits out its whole timeout for a peer that died before it arrived, and
+    nothing interrupts it. So it runs on a thread, and this gives up as soon as `cancelled()`
+    (the coordinator saw the other side die): the recovery moves on to its next path at once;
+    the abandoned thread ends at the timeout."""
     prefixed = dist.PrefixStore(f"xfer/{name}/", store)
-    prefixed.set(f"arrived/{rank}", b"1")
-    deadline = time.monotonic() + timeout_s
-    while True:
+    formed: dict = {}
+
+    def form() -> None:
         try:
-            prefixed.wait([f"arrived/{1 - rank}"], datetime.timedelta(seconds=0.1))
-            break
-        except dist.DistStoreError:
-            if cancelled():
-                raise TransferError("the other side of the transfer is gone") from None
-            if time.monotonic() > deadline:
-                raise TransferError(f"the other side did not come within {timeout_s:g} s") from None
-    return dist.ProcessGroupGloo(prefixed, rank, 2, datetime.timedelta(seconds=timeout_s))
+            formed["group"] = dist.ProcessGroupGloo(
+                prefixed, rank, 2, datetime.timedelta(seconds=timeout_s)
+            )
+        except Exception as error:  # noqa: BLE001 - raised below, in the caller's thread
+            formed["error"] = error
+
+    thread = threading.Thread(target=form, daemon=True, name="yoco-pair-group")
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.05)
+        if thread.is_alive() and cancelled():
+            raise TransferError("the other side of the transfer is gone")
+    if "error" in formed:
+        raise formed["error"]
+    return formed["group"]
 
 
 def _chunks(tensors: list[torch.Tensor]):

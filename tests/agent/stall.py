@@ -5,7 +5,7 @@ complete. The stall of an incident runs from the kill to the first step seen com
 recovery. `job.resumed.downtime_ms` starts at detection and ends when every rank has started
 that step, so it must be at least the stall less the detection delay, one ordinary step, and how
 stale the status file can be (its write interval plus the heartbeat that carries the steps); an
-ordinary step is the longest one the sampler saw before the kill, so the noise of sampling a
+ordinary step is the longest one the sampler saw outside the incident, so the noise of sampling a
 loaded machine is on both sides of the comparison.
 """
 
@@ -39,13 +39,19 @@ class StepSampler:
         self._stop.set()
         self._thread.join()
 
-    def longest_step_before(self, moment: float) -> float:
-        """The longest time per step between two sightings before `moment` (the status file
-        may show several steps at once), from step 1 on: step 0 is seen while the job starts."""
-        seen = sorted((t, s) for s, t in self.first_seen.items() if t <= moment and s >= 1)
-        per_step = [(b - a) / (sb - sa) for (a, sa), (b, sb) in zip(seen, seen[1:], strict=False)]
-        assert per_step, f"the sampler saw too few steps before the kill: {self.first_seen}"
-        return max(per_step[-5:])
+    def ordinary_step(self, killed_at: float, recovered_at: float) -> float:
+        """The longest time per step between two sightings (the status file may show several
+        steps at once), from step 1 on (step 0 is seen while the job starts): the last five
+        before the kill, or, when the sampler saw too few steps then (a fast job on a loaded
+        machine), the first three after the recovery."""
+        seen = sorted((t, s) for s, t in self.first_seen.items() if s >= 1)
+        pairs = [
+            (a, b, (b - a) / (sb - sa)) for (a, sa), (b, sb) in zip(seen, seen[1:], strict=False)
+        ]
+        before = [per_step for a, b, per_step in pairs if b <= killed_at][-5:]
+        after = [per_step for a, b, per_step in pairs if a >= recovered_at][:3]
+        assert before or after, f"the sampler saw too few steps: {self.first_seen}"
+        return max(before or after)
 
     def first_completed(self, step: int) -> float:
         return min(t for s, t in self.first_seen.items() if s >= step)
@@ -56,8 +62,9 @@ def assert_downtime_covers_stall(sampler: StepSampler, killed_at: float, events:
     detected = next(e for e in events if e["type"] == "io.yoco.failure.detected")
     resumed = next(e for e in events if e["type"] == "io.yoco.job.resumed")
     detection_delay = dt.datetime.fromisoformat(detected["time"]).timestamp() - killed_at
-    stall = sampler.first_completed(resumed["data"]["step"] + 1) - killed_at
-    step = sampler.longest_step_before(killed_at)
+    recovered_at = sampler.first_completed(resumed["data"]["step"] + 1)
+    stall = recovered_at - killed_at
+    step = sampler.ordinary_step(killed_at, recovered_at)
     downtime = resumed["data"]["downtime_ms"] / 1000
     allowed = stall - max(detection_delay, 0) - step - STALENESS_S
     terms = (
