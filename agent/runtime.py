@@ -114,10 +114,8 @@ class Run:
             if torch.cuda.is_available()
             else torch.device("cpu")
         )
-        host, port = split_address(welcome["store"])
-        self.store = dist.TCPStore(
-            host, port, is_master=False, timeout=datetime.timedelta(seconds=30)
-        )
+        self.store_address: str = welcome["store"]
+        self.store = self._store_client(self.store_address)
         self.registry = Registry()
         self._saved_buffers: list[torch.Tensor] = []  # as of the last completed step
         self.current_step = 0
@@ -522,11 +520,18 @@ class Run:
         reply["duration_ms"] = (time.perf_counter() - started) * 1000
         self.channel.send({"type": "sent", "transfer": command["transfer"], **reply})
 
+    @staticmethod
+    def _store_client(address: str) -> dist.TCPStore:
+        host, port = split_address(address)
+        return dist.TCPStore(host, port, is_master=False, timeout=datetime.timedelta(seconds=30))
+
     def _pair_group(self, command: dict, rank: int) -> dist.ProcessGroup:
-        """The transfer's group of two (0 sends); given up once the coordinator cancels it."""
+        """The transfer's group of two (0 sends); given up once the coordinator cancels it. On
+        a store connection of its own: a cancelled transfer's rendezvous may still hold its
+        connection blocked in a wait, which would stall every later request on it."""
         transfer = command["transfer"]
         return pair_group(
-            self.store,
+            self._store_client(self.store_address),
             transfer,
             rank,
             self.config["transfer_timeout_s"],
