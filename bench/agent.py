@@ -30,11 +30,9 @@ the process that listens on it (port 0) and handed to the others.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import json
 import os
-import queue
 import signal
 import socket
 import sys
@@ -44,11 +42,11 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.children import children_of, receive, store_client, store_server  # noqa: E402
 from bench.common import (  # noqa: E402
     git_commit,
     interleaved,
@@ -63,55 +61,6 @@ TIMEOUT_S = 300.0  # any one measurement; --timeout
 
 def log(msg: str) -> None:
     print(f"[agent bench {time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-# --------------------------------------------------------------------------- child processes
-
-
-@contextlib.contextmanager
-def _children(target, args_per_child: list[tuple]):
-    """One spawned process per entry, running `target(*args, messages)`; yields the messages
-    queue and the processes, and ends the processes however the block ends."""
-    ctx = mp.get_context("spawn")
-    messages = ctx.Queue()
-    children = [ctx.Process(target=target, args=(*args, messages)) for args in args_per_child]
-    try:
-        for child in children:
-            child.start()
-        yield messages, children
-    finally:
-        for child in children:
-            child.join(timeout=30)
-            if child.is_alive():
-                child.kill()
-                child.join(timeout=10)
-
-
-def _receive(messages, children, what: str):
-    """The next message from the children, within the timeout; an error as soon as one dies."""
-    deadline = time.monotonic() + TIMEOUT_S
-    while True:
-        try:
-            return messages.get(timeout=1)
-        except queue.Empty:
-            dead = [c.exitcode for c in children if c.exitcode not in (None, 0)]
-            if dead:
-                raise RuntimeError(f"{what}: a child process died (exit {dead})") from None
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{what}: nothing within {TIMEOUT_S:g} s") from None
-
-
-def _store_server() -> dist.TCPStore:
-    """A TCPStore served by this (the parent) process on a port it binds itself; the children
-    connect to its port."""
-    return dist.TCPStore(
-        "127.0.0.1", 0, is_master=True, wait_for_workers=False,
-        timeout=datetime.timedelta(seconds=60),
-    )  # fmt: skip
-
-
-def _store_client(port: int) -> dist.TCPStore:
-    return dist.TCPStore("127.0.0.1", port, is_master=False, timeout=datetime.timedelta(seconds=60))
 
 
 # --------------------------------------------------------------------------- measurements
@@ -149,14 +98,14 @@ def _tcp_receiver(nbytes: int, messages) -> None:
 
 
 def tcp_gbps(nbytes: int) -> dict:
-    with _children(_tcp_receiver, [(nbytes,)]) as (messages, children):
-        port = _receive(messages, children, "tcp receiver port")
+    with children_of(_tcp_receiver, [(nbytes,)]) as (messages, children):
+        port = receive(messages, children, TIMEOUT_S, "tcp receiver port")
         data = memoryview(bytearray(nbytes))
         with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
             for start in range(0, nbytes, 4 << 20):
                 sock.sendall(data[start : start + (4 << 20)])
-        return _receive(messages, children, "tcp receiver")
+        return receive(messages, children, TIMEOUT_S, "tcp receiver")
 
 
 def _gloo_send_recv(group, rank: int, buf: torch.Tensor, pieces: int) -> float:
@@ -179,7 +128,7 @@ def _transfer_peer(rank: int, port: int, chunkings: list[int], nbytes: int, resu
     from agent.transport import recv_state, send_state
 
     torch.set_num_threads(1)
-    group = dist.ProcessGroupGloo(_store_client(port), rank, 2, datetime.timedelta(seconds=120))
+    group = dist.ProcessGroupGloo(store_client(port), rank, 2, datetime.timedelta(seconds=120))
     fill = torch.ones if rank == 0 else torch.zeros
     buf = fill(nbytes, dtype=torch.uint8)
     tensors = 64
@@ -207,10 +156,10 @@ def _transfer_peer(rank: int, port: int, chunkings: list[int], nbytes: int, resu
 
 
 def transfer(nbytes: int) -> dict:
-    store = _store_server()
+    store = store_server()
     args = [(rank, store.port, [1, 16, 64, 128], nbytes) for rank in range(2)]
-    with _children(_transfer_peer, args) as (messages, children):
-        return _receive(messages, children, "transfer")
+    with children_of(_transfer_peer, args) as (messages, children):
+        return receive(messages, children, TIMEOUT_S, "transfer")
 
 
 def _step_time_peer(rank: int, port: int, steps: int, block: int, result) -> None:
@@ -220,7 +169,7 @@ def _step_time_peer(rank: int, port: int, steps: int, block: int, result) -> Non
     from agent.state import Registry, encode_per_rank
 
     torch.set_num_threads(1)
-    store = _store_client(port)
+    store = store_client(port)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
 
     def build():
@@ -272,10 +221,10 @@ def _step_time_peer(rank: int, port: int, steps: int, block: int, result) -> Non
 
 
 def overhead(steps: int) -> dict:
-    store = _store_server()
+    store = store_server()
     args = [(rank, store.port, steps, 5) for rank in range(2)]
-    with _children(_step_time_peer, args) as (messages, children):
-        return _receive(messages, children, "step time")
+    with children_of(_step_time_peer, args) as (messages, children):
+        return receive(messages, children, TIMEOUT_S, "step time")
 
 
 def recovery(state_bytes: int) -> dict:

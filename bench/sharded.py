@@ -30,11 +30,9 @@ has a timeout and every process started is ended on error.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import json
 import os
-import queue
 import signal
 import sys
 import threading
@@ -43,11 +41,11 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.children import children_of, receive, store_client, store_server  # noqa: E402
 from bench.common import (  # noqa: E402
     git_commit,
     interleaved,
@@ -107,9 +105,7 @@ def _mirror_peer(rank: int, port: int, mesh: str, args, result) -> None:
     from agent.state import Registry, local_shards
 
     torch.set_num_threads(1)
-    store = dist.TCPStore(
-        "127.0.0.1", port, is_master=False, timeout=datetime.timedelta(seconds=TIMEOUT_S)
-    )
+    store = store_client(port, TIMEOUT_S)
     world = 4
     dist.init_process_group("gloo", store=dist.PrefixStore("fsdp/", store), rank=rank,
                             world_size=world)  # fmt: skip
@@ -182,37 +178,10 @@ def _tensors(state) -> list[torch.Tensor]:
 
 
 def mirror_cost(mesh: str, args) -> dict:
-    store = dist.TCPStore(
-        "127.0.0.1", 0, is_master=True, wait_for_workers=False,
-        timeout=datetime.timedelta(seconds=TIMEOUT_S),
-    )  # fmt: skip
-    ctx = mp.get_context("spawn")
-    messages = ctx.Queue()
-    children = [
-        ctx.Process(target=_mirror_peer, args=(rank, store.port, mesh, args, messages))
-        for rank in range(4)
-    ]
-    with contextlib.ExitStack() as cleanup:
-        for child in children:
-            child.start()
-            cleanup.callback(_end, child)
-        deadline = time.monotonic() + TIMEOUT_S
-        while True:
-            try:
-                return messages.get(timeout=1)
-            except queue.Empty:
-                dead = [c.exitcode for c in children if c.exitcode not in (None, 0)]
-                if dead:
-                    raise RuntimeError(f"mirror cost: a child process died (exit {dead})") from None
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"mirror cost: nothing within {TIMEOUT_S:g} s") from None
-
-
-def _end(child) -> None:
-    child.join(timeout=30)
-    if child.is_alive():
-        child.kill()
-        child.join(timeout=10)
+    store = store_server(TIMEOUT_S)
+    peers = [(rank, store.port, mesh, args) for rank in range(4)]
+    with children_of(_mirror_peer, peers) as (messages, children):
+        return receive(messages, children, TIMEOUT_S, "mirror cost")
 
 
 # --------------------------------------------------------------------------- a kill's stall
