@@ -68,7 +68,8 @@ class Recovery:
         self.spawn = spawn
         self.slot_bytes = 0  # each rank's slot of the per-rank mirror, fixed at the start
         # Ranks this far apart hold the same state (replica_stride): 1 when every rank is a full
-        # replica, 0 when no other rank holds a rank's shard (its buddy's mirror does).
+        # replica, 0 when no other rank holds a rank's shard (its buddy's mirror does; a shard
+        # with replicas, HSDP, has no mirror).
         self.replica_stride = 1
         self.buddy_shift = 1  # a sharded rank r's mirror is on rank r + buddy_shift (mirror.py)
         self.transfer_in_flight: dict | None = None  # for the status
@@ -236,12 +237,14 @@ class Recovery:
             self._absorb_new_failures(failures, pending)
             pending.insert(0, failure)  # its next path: another spare, or another source
         for laggard in [m for m in self.membership.workers() if m.report["step"] < step]:
-            if self.replica_stride == 0:
+            source = None
+            if self.replica_stride != 0:  # a replica at `step` (none under a mirror)
+                source, _ = self._pick_source(Failure(laggard.rank, laggard, "", "", ""), step, [])
+            if source is None:
                 raise NoLiveRecovery(
                     f"rank {laggard.rank} missed the update of step {step - 1} and no other "
-                    "rank holds its shard as it was before it"
+                    "rank holds its state as it is after it"
                 )
-            source, _ = self._pick_source(Failure(laggard.rank, laggard, "", "", ""), step, [])
             reply = self._transfer(source, laggard, laggard.rank, False)
             if not reply["ok"]:
                 self._absorb_new_failures(failures, [])
@@ -265,6 +268,8 @@ class Recovery:
         """Why no live copy of a rank's state is left; in a sharded job, where its copies were."""
         if self.replica_stride == 1:
             return NO_LIVE_COPY
+        if self.replica_stride > 1:  # replicas, and no mirror
+            return f"{NO_LIVE_COPY} (rank {failure.rank}'s shard: no replica of it is left)"
         buddy = (failure.rank + self.buddy_shift) % self.settings.world_size
         lost = "failed too" if buddy in {f.rank for f in failures} else "is behind"
         return (
@@ -308,7 +313,7 @@ class Recovery:
             # The buddy (next replica) first: spreads the load when several ranks fail at once.
             replicas.sort(key=lambda m: (m.rank - failure.rank) % n)
             return replicas[0], "replica"
-        if stride != 1:  # a sharded job: the buddy keeps a mirror of the shard
+        if stride == 0:  # a shard without replicas: the buddy keeps a mirror of it
             buddy = [m for m in at_step if m.rank == (failure.rank + self.buddy_shift) % n]
             return (buddy[0], "mirror") if buddy else (None, None)
         return None, None

@@ -190,7 +190,9 @@ class Run:
         self.layer = GroupLayer(self.store, timeout)
         self.layer.init_world(self.rank, self.world_size)
         self.registry.sharded = True
-        self.mirror = ShardMirror()
+        # A shard with a replica (HSDP) has its live copy there: only shards without one are
+        # mirrored to a buddy (agent/mirror.py), which costs every step.
+        self.mirror = None if "replicate" in names else ShardMirror()
         self.parallelism = {MESH_DIMENSIONS[n]: size for n, size in zip(names, shape, strict=True)}
         return init_device_mesh(self.device.type, tuple(shape), mesh_dim_names=tuple(names))
 
@@ -287,7 +289,8 @@ class Run:
         """End the step: reduce gradients, apply the update, zero gradients. False when the
         step was abandoned because a peer failed; `steps()` then yields it again."""
         self._stepped = True
-        if self.mirror is not None and not self._exchange_mirror():
+        broken = self.layer is not None and self.layer.failed  # one of FSDP2's collectives
+        if broken or (self.mirror is not None and not self._exchange_mirror()):
             self._abandon_step()
             return False
         blob = encode_per_rank(self.registry.per_rank_state())
@@ -314,10 +317,8 @@ class Run:
 
     def _exchange_mirror(self) -> bool:
         """A sharded rank's record to its buddy (agent/mirror.py): the gradient shards the
-        update is about to apply, and every few steps its whole shard. False when a collective
-        of this step failed (a peer died): the step is abandoned."""
-        if self.layer.failed:
-            return False
+        update is about to apply, and every few steps its whole shard. False when the exchange
+        failed (a peer died): the step is abandoned."""
         grads = [local_shards(p.grad) for p in self._params()]
         return self.mirror.exchange(
             self.group,
@@ -430,6 +431,7 @@ class Run:
     def _abandon_step(self) -> None:
         if self.mirror is not None:
             self.mirror.drop()
+        if self.registry.sharded:
             self._zero_grads()  # FSDP2 would add the redone step's gradients to them
         self._restore_buffers()
         self._stalled = True
@@ -583,6 +585,7 @@ class Run:
         self.group = self._form_group(command["generation"], command["backend"])
         if self.layer is not None:
             self.layer.form(command["generation"])
+        if self.mirror is not None:
             self.mirror.reset(command["buddy_shift"])
         if self.reducer is None:
             self.reducer = self._new_reducer(command["slot_bytes"])
