@@ -108,13 +108,21 @@ def _swap(
     result: dict = {}
 
     def swap() -> None:
+        sends: list = []
         try:
             sends, result["bytes"] = _send_tree(group, (rank + shift) % world_size, record)
             result["received"] = _recv_tree(group, (rank - shift) % world_size)
-            for work in sends:
-                work.wait()
         except RuntimeError as error:
             result["error"] = error
+        finally:
+            # Gloo reads a send's tensor until the send ends, and the work holds the only
+            # reference to it: dropping the works early (the receive from a dead neighbour
+            # failed) freed a buffer gloo was still writing from, which killed the process.
+            for work in sends:
+                try:
+                    work.wait()
+                except RuntimeError as error:
+                    result.setdefault("error", error)
 
     thread = threading.Thread(target=swap, daemon=True, name="yoco-mirror")
     thread.start()
