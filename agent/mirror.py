@@ -29,17 +29,14 @@ paid for it is the replay on the spare, at most `every` optimizer steps, after a
 
 from __future__ import annotations
 
-import math
 import threading
 
 import torch
 import torch.distributed as dist
 
-from agent.skeleton import encode, tensor_specs, unflatten
-from agent.state import as_bytes
+from agent.mirror_link import Link, LinkBroken, swap
 
 SNAPSHOT_EVERY = 8
-_TAG = 1 << 20  # clear of the tags other traffic on the training group uses
 
 
 def buddy_shift(nodes: list[str]) -> int:
@@ -59,100 +56,32 @@ class MirrorBroken(RuntimeError):
     pass
 
 
-def _send_tree(group: dist.ProcessGroup, dst: int, tree) -> tuple[list, int]:
-    """Post a state tree's sends (length, skeleton, every tensor's bytes in one buffer, each
-    starting at a multiple of 8 bytes so the receiver's views of it are aligned); the works and
-    the tensors' bytes."""
-    encoded = encode(tree)
-    skeleton = torch.frombuffer(bytearray(encoded.skeleton), dtype=torch.uint8)
-    payload = []
-    for tensor in encoded.tensors:
-        raw = as_bytes(tensor)
-        payload += [raw, torch.zeros(_padding(raw.numel()), dtype=torch.uint8)]
-    flat = torch.cat(payload) if payload else torch.empty(0, dtype=torch.uint8)
-    header = torch.tensor([skeleton.numel(), flat.numel()], dtype=torch.int64)
-    works = [group.send([header], dst, _TAG), group.send([skeleton], dst, _TAG + 1)]
-    if flat.numel():
-        works.append(group.send([flat], dst, _TAG + 2))
-    return works, flat.numel()
-
-
-def _recv_tree(group: dist.ProcessGroup, src: int):
-    header = torch.zeros(2, dtype=torch.int64)
-    group.recv([header], src, _TAG).wait()
-    skeleton = torch.empty(int(header[0]), dtype=torch.uint8)
-    group.recv([skeleton], src, _TAG + 1).wait()
-    flat = torch.empty(int(header[1]), dtype=torch.uint8)
-    if flat.numel():
-        group.recv([flat], src, _TAG + 2).wait()
-    raw = skeleton.numpy().tobytes()
-    tensors, offset = [], 0
-    for spec in tensor_specs(raw):
-        size = torch.empty(0, dtype=spec.dtype).element_size() * math.prod(spec.shape)
-        tensors.append(flat[offset : offset + size].view(spec.dtype).reshape(spec.shape))
-        offset += size + _padding(size)
-    return unflatten(raw, tensors)
-
-
-def _padding(nbytes: int) -> int:
-    return -nbytes % 8
-
-
-def _swap(
-    group: dist.ProcessGroup, rank: int, world_size: int, shift: int, record, abort: threading.Event
-):
-    """Send `record` to rank + shift and receive rank - shift's; (received, bytes sent). Gloo's
-    sends and receives have no future and no completion flag before `wait()`, so a thread waits
-    on them while this one watches `abort` (the group is aborted when a step is abandoned, which
-    ends that thread's wait)."""
-    result: dict = {}
-
-    def swap() -> None:
-        sends: list = []
-        try:
-            sends, result["bytes"] = _send_tree(group, (rank + shift) % world_size, record)
-            result["received"] = _recv_tree(group, (rank - shift) % world_size)
-        except RuntimeError as error:
-            result["error"] = error
-        finally:
-            # Gloo reads a send's tensor until the send ends, and the work holds the only
-            # reference to it: dropping the works early (the receive from a dead neighbour
-            # failed) freed a buffer gloo was still writing from, which killed the process.
-            for work in sends:
-                try:
-                    work.wait()
-                except RuntimeError as error:
-                    result.setdefault("error", error)
-
-    thread = threading.Thread(target=swap, daemon=True, name="yoco-mirror")
-    thread.start()
-    while thread.is_alive():
-        thread.join(0.01)
-        if abort.is_set():
-            raise MirrorBroken("the step was abandoned")
-    if "error" in result:
-        raise MirrorBroken(str(result["error"])) from result["error"]
-    return result["received"], result["bytes"]
-
-
 class ShardMirror:
     """This rank's record to its buddy each step, and its copy of the shard of the rank it is
     the buddy of (rank r - shift)."""
 
-    def __init__(self, every: int = SNAPSHOT_EVERY):
+    def __init__(self, every: int = SNAPSHOT_EVERY, shared_memory: bool = True):
         self.every = every
         self.shift = 1  # buddy_shift of the current group, set with each re-form
         self.snapshot: dict | None = None  # rank r - shift's state at the start of step S
         self.grads: list = []  # its gradient shards of steps S, S+1, ...
-        self._pending: tuple[dict | None, list] | None = None
+        self._held: list[torch.Tensor] = []  # the buffers the snapshot and gradients lie in
+        self._pending: tuple[dict | None, list, torch.Tensor] | None = None
+        # How records travel (agent/mirror_link.py); shared_memory=False: always over gloo.
+        self._link = Link(keep=every + 4, shared_memory=shared_memory)
         self._snapshot_due = True
         self.bytes_sent = 0  # of the last record (bench)
+
+    @property
+    def transport(self) -> str:
+        return self._link.transport
 
     def reset(self, shift: int) -> None:
         """After the groups re-formed: the next record is a snapshot (a new process may now be
         either neighbour, and a spare on another node may have changed the buddies)."""
         self.shift = shift
-        self.snapshot, self.grads, self._pending = None, [], None
+        # Not given to the pool: a cancelled transfer of the copy to a spare may still read it.
+        self.snapshot, self.grads, self._held, self._pending = None, [], [], None
         self._snapshot_due = True
 
     def exchange(
@@ -170,26 +99,32 @@ class ShardMirror:
         due = self._snapshot_due or step % self.every == 0
         record = {"snapshot": state() if due else None, "grads": grads}
         try:
-            received, self.bytes_sent = _swap(group, rank, world_size, self.shift, record, abort)
-        except MirrorBroken:
-            self._pending = None
+            received, buffer, self.bytes_sent = swap(
+                group, rank, world_size, self.shift, record, abort, self._link
+            )
+        except LinkBroken:
+            self._pending = None  # the exchange's thread may still be writing its buffer
             return False
-        self._pending = (received["snapshot"], received["grads"])
+        self._pending = (received["snapshot"], received["grads"], buffer)
         return True
 
     def commit(self) -> None:
         """The step completed everywhere: its record counts."""
         if self._pending is None:
             return
-        snapshot, grads = self._pending
+        snapshot, grads, buffer = self._pending
         self._pending = None
         if snapshot is not None:
-            self.snapshot, self.grads = snapshot, []
+            self._link.buffers.give(self._held)
+            self.snapshot, self.grads, self._held = snapshot, [], []
         self.grads.append(grads)
+        self._held.append(buffer)
         self._snapshot_due = False
 
     def drop(self) -> None:
         """The step was abandoned: its record does not count."""
+        if self._pending is not None:
+            self._link.buffers.give([self._pending[2]])
         self._pending = None
 
     def copy_held(self) -> dict:

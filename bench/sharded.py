@@ -1,7 +1,7 @@
 """Sharded jobs under the agent: what the shard mirror costs, and how long a kill stalls the job.
 Writes bench/results/sharded.json.
 
-    .venv/bin/python bench/sharded.py [--repeats 5] [--dim 768 --layers 3] [--blocks 4]
+    .venv/bin/python bench/sharded.py [--repeats 5] [--dim 768 --layers 3] [--blocks 6]
 
 Two meshes on 4 ranks (gloo, CPU): pure FSDP (`--shard 4`) and HSDP (2 replica groups x 2
 shards). The model is agent/examples/gpt.py's GPT, sharded with FSDP2 per block as in
@@ -13,10 +13,16 @@ cores.
 * mirror_step_ratio (FSDP; an HSDP job keeps no mirror: its replica is the live copy): step
   time with the shard mirror (agent/mirror.py: each rank sends its buddy the gradient shards it
   is about to apply, and a snapshot of its shards every 8 steps) over without, measured in the
-  same 4 processes in alternating blocks of `--steps-per-block` steps (the first block of each
-  kind warms up), so both see the same machine load. The step is the script's forward,
-  backward, clipping and AdamW update; "with" adds the agent's mirror exchange exactly as
-  `Run.step()` makes it (ShardMirror.exchange, commit).
+  same 4 processes in alternating blocks of `--steps-per-block` steps after `--warmup-steps` of
+  each kind (two snapshot cycles: the mirror's buffers and shared memory are allocated, and
+  first touched, once per job), so both see the same machine load. The step is the script's
+  forward, backward, clipping and AdamW update; "with" adds the agent's mirror exchange exactly
+  as `Run.step()` makes it (ShardMirror.exchange, commit). The ratio of medians is the target's;
+  mirror_step_ratio_of_means also counts the snapshot steps.
+  Measured twice: with the buddy on the same host, as here, the records go through shared
+  memory (agent/mirror_link.py; the default `fsdp` figures), and forced over gloo
+  (`buddy_on_another_host`: on one host that is loopback TCP, standing in for the network a
+  buddy on another node is reached over).
 * mirror_bytes_per_step: what a rank sends its buddy per step, averaged over the measured steps
   (one snapshot per 8: the steady rate); grad_bytes and snapshot_bytes split it.
 * kill_to_next_step_s: SIGKILL of rank 1 -> the job's next completed step, through the real
@@ -47,6 +53,7 @@ import torch.distributed as dist
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from agent.mirror import SNAPSHOT_EVERY  # noqa: E402
 from bench.children import children_of, receive, store_client, store_server  # noqa: E402
 from bench.common import (  # noqa: E402
     git_commit,
@@ -99,7 +106,7 @@ def forward_backward(model, data) -> None:
 # --------------------------------------------------------------------------- the mirror's cost
 
 
-def _mirror_peer(rank: int, port: int, mesh: str, args, result) -> None:
+def _mirror_peer(rank: int, port: int, mesh: str, shared_memory: bool, args, result) -> None:
     """The same FSDP2 step with and without the mirror exchange, in alternating blocks."""
     from torch.distributed.device_mesh import init_device_mesh
 
@@ -119,7 +126,7 @@ def _mirror_peer(rank: int, port: int, mesh: str, args, result) -> None:
         dist.PrefixStore("mirror/", store), rank, world, datetime.timedelta(seconds=TIMEOUT_S)
     )
     registry = Registry(models=[model], optimizers=[optimizer], sharded=True)
-    mirror, abort = ShardMirror(), threading.Event()
+    mirror, abort = ShardMirror(shared_memory=shared_memory), threading.Event()
     mirror_steps = 0  # the mirror's own step count: a snapshot every 8 of them
     sent: list[int] = []
 
@@ -144,7 +151,7 @@ def _mirror_peer(rank: int, port: int, mesh: str, args, result) -> None:
     for block in range(args.blocks + 1):
         order = ("plain", "mirror") if block % 2 else ("mirror", "plain")
         for kind in order:
-            for _ in range(args.steps_per_block):
+            for _ in range(args.steps_per_block if block else args.warmup_steps):
                 started = time.perf_counter()
                 nbytes = step(kind == "mirror")
                 if block:  # the first block of each kind warms up
@@ -159,10 +166,13 @@ def _mirror_peer(rank: int, port: int, mesh: str, args, result) -> None:
     dist.destroy_process_group()
     if rank == 0:
         medians = {kind: sorted(ts)[len(ts) // 2] for kind, ts in times.items()}
+        means = {kind: sum(ts) / len(ts) for kind, ts in times.items()}
         grads = min(sent)
         result.put(
             {
+                "transport": mirror.transport,
                 "mirror_step_ratio": medians["mirror"] / medians["plain"],
+                "mirror_step_ratio_of_means": means["mirror"] / means["plain"],
                 "step_s_with_mirror": medians["mirror"],
                 "step_s_without_mirror": medians["plain"],
                 "mirror_bytes_per_step": sum(sent) / len(sent),
@@ -179,11 +189,14 @@ def _tensors(state) -> list[torch.Tensor]:
     return flatten(state)[1]
 
 
-def mirror_cost(mesh: str, args) -> dict:
+def mirror_cost(mesh: str, transport: str, args) -> dict:
     store = store_server(TIMEOUT_S)
-    peers = [(rank, store.port, mesh, args) for rank in range(4)]
+    peers = [(rank, store.port, mesh, transport == "shared memory", args) for rank in range(4)]
     with children_of(_mirror_peer, peers) as (messages, children):
-        return receive(messages, children, TIMEOUT_S, "mirror cost")
+        result = receive(messages, children, TIMEOUT_S, "mirror cost")
+    if result.pop("transport") != transport:
+        raise RuntimeError(f"the mirror's records did not go through {transport}")
+    return result
 
 
 # --------------------------------------------------------------------------- a kill's stall
@@ -240,8 +253,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--repeats", type=int, default=5, help="runs of each measurement")
     add_model_options(p)
-    p.add_argument("--blocks", type=int, default=4, help="measured blocks of each kind")
+    p.add_argument("--blocks", type=int, default=6, help="measured blocks of each kind")
     p.add_argument("--steps-per-block", type=int, default=4)
+    p.add_argument("--warmup-steps", type=int, default=2 * SNAPSHOT_EVERY,
+                   help="steps of each kind before the measured blocks")  # fmt: skip
     p.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds per measurement")
     p.add_argument("--output", type=Path, help="default bench/results/sharded.json")
     args = p.parse_args()
@@ -250,7 +265,8 @@ def main() -> None:
     commit = git_commit()  # the code measured, before anything can change the work tree
     started = time.monotonic()
     configurations = {}
-    configurations["mirror_fsdp"] = lambda: mirror_cost("fsdp", args)
+    configurations["mirror_fsdp"] = lambda: mirror_cost("fsdp", "shared memory", args)
+    configurations["mirror_fsdp_gloo"] = lambda: mirror_cost("fsdp", "gloo", args)
     for mesh in MESHES:
         configurations[f"recovery_{mesh}"] = lambda mesh=mesh: recovery(mesh, args)
     try:
@@ -266,9 +282,17 @@ def main() -> None:
             "model": " ".join(model_args(args)),
             "steps_per_block": args.steps_per_block,
             "blocks": args.blocks,
+            "warmup_steps": args.warmup_steps,
         },
         "machine": {"device": "cpu (gloo over loopback)"},
-        "fsdp": _per_mesh(figures["mirror_fsdp"], figures["recovery_fsdp"]),
+        "fsdp": {
+            "mirror_transport": "shared memory (the buddy on the same host)",
+            **_per_mesh(figures["mirror_fsdp"], figures["recovery_fsdp"]),
+            "buddy_on_another_host": {
+                "mirror_transport": "gloo (here over loopback TCP)",
+                **figures["mirror_fsdp_gloo"],
+            },
+        },
         "hsdp": {
             "mirror": "none (its replica is the live copy)",
             **_per_mesh({}, figures["recovery_hsdp"]),
