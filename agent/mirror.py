@@ -23,8 +23,10 @@ all-reduce's per-rank mirror, as for replicated jobs.
 
 Why gradients and not the state each step: a step's gradient shard is a third of what AdamW's
 shard holds (parameters, two moments), so the mirror moves P + 3P/`every` bytes per step for a
-parameter shard of P bytes instead of 3P, and the buddy keeps at most 3P + `every` x P. The cost
-paid for it is the replay on the spare, at most `every` optimizer steps, after a failure only.
+parameter shard of P bytes instead of 3P, and the buddy holds at most 3P + `every` x P of
+records. The cost paid for it is the replay on the spare, at most `every` optimizer steps, after
+a failure only. How records travel, and the memory that takes (two cycles of records in shared
+memory on one host, about twice what the buddy holds), is agent/mirror_link.py's.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import threading
 import torch
 import torch.distributed as dist
 
-from agent.mirror_link import Link, LinkBroken, swap
+from agent.mirror_link import BufferPool, Link, LinkBroken, swap
 
 SNAPSHOT_EVERY = 8
 
@@ -65,12 +67,17 @@ class ShardMirror:
         self.shift = 1  # buddy_shift of the current group, set with each re-form
         self.snapshot: dict | None = None  # rank r - shift's state at the start of step S
         self.grads: list = []  # its gradient shards of steps S, S+1, ...
-        self._held: list[torch.Tensor] = []  # the buffers the snapshot and gradients lie in
-        self._pending: tuple[dict | None, list, torch.Tensor] | None = None
+        self._held: list[torch.Tensor] = []  # the pool buffers they lie in (over gloo)
+        self._pending: tuple[dict | None, list, torch.Tensor | None] | None = None
         # How records travel (agent/mirror_link.py); shared_memory=False: always over gloo.
-        self._link = Link(keep=every + 4, shared_memory=shared_memory)
+        self._shared_memory = shared_memory
+        self._buffers = BufferPool(keep=every + 4)
+        self._link = self._new_link()
         self._snapshot_due = True
         self.bytes_sent = 0  # of the last record (bench)
+
+    def _new_link(self) -> Link:
+        return Link(self._buffers, self._shared_memory, records_per_cycle=self.every + 1)
 
     @property
     def transport(self) -> str:
@@ -80,6 +87,8 @@ class ShardMirror:
         """After the groups re-formed: the next record is a snapshot (a new process may now be
         either neighbour, and a spare on another node may have changed the buddies)."""
         self.shift = shift
+        self._link.close()
+        self._link = self._new_link()
         # Not given to the pool: a cancelled transfer of the copy to a spare may still read it.
         self.snapshot, self.grads, self._held, self._pending = None, [], [], None
         self._snapshot_due = True
@@ -100,7 +109,7 @@ class ShardMirror:
         record = {"snapshot": state() if due else None, "grads": grads}
         try:
             received, buffer, self.bytes_sent = swap(
-                group, rank, world_size, self.shift, record, abort, self._link
+                group, rank, world_size, self.shift, record, due, abort, self._link
             )
         except LinkBroken:
             self._pending = None  # the exchange's thread may still be writing its buffer
@@ -115,17 +124,19 @@ class ShardMirror:
         snapshot, grads, buffer = self._pending
         self._pending = None
         if snapshot is not None:
-            self._link.buffers.give(self._held)
+            self._buffers.give(self._held)
             self.snapshot, self.grads, self._held = snapshot, [], []
         self.grads.append(grads)
-        self._held.append(buffer)
+        if buffer is not None:  # else it lies in the sender's shared memory
+            self._held.append(buffer)
         self._snapshot_due = False
 
     def drop(self) -> None:
-        """The step was abandoned: its record does not count."""
-        if self._pending is not None:
-            self._link.buffers.give([self._pending[2]])
+        """The step was abandoned: its record, and the one this rank sent, do not count."""
+        if self._pending is not None and self._pending[2] is not None:
+            self._buffers.give([self._pending[2]])
         self._pending = None
+        self._link.undo()
 
     def copy_held(self) -> dict:
         """What a spare taking rank r - shift over needs: the snapshot and the gradients since."""

@@ -3,17 +3,18 @@ which every rank sends its record to rank + shift and receives rank - shift's.
 
 The record's skeleton always goes over the training group (gloo). Its tensors' bytes go:
 
-* through shared memory when the buddy is on the same host: the sender copies them into a
-  memfd of its own and the buddy, having mapped it through `/proc/<pid>/fd/<fd>`, copies them
-  out; a memory copy on each side instead of a loopback TCP stream, which on one host cost more
-  than the rest of the mirror together (and the buddy's copy outlives the sender as any copy
-  does). The buddy answers each such record (taken, or not mappable: another PID namespace,
-  /proc hidden), so the sender never writes its memfd while the buddy reads it and falls back
-  to gloo for that buddy from then on;
-* over gloo otherwise, in one message (a message per tensor cost a round trip each).
-
-Buffers come from a `BufferPool`, used again once let go: a fresh buffer per step cost a page
-fault per 4 KiB as it filled, half the mirror's cost at 22 MB of gradients a step.
+* through shared memory when the buddy is on the same host: the sender copies them into a memfd
+  of its own, which the buddy maps through `/proc/<pid>/fd/<fd>` and keeps the record in as it
+  lies, no copy made (a loopback TCP stream and the buddy's copy had cost more than the rest of
+  the mirror together). The memory outlives the sender as any copy would. Records are placed so
+  that none the buddy still holds is ever written again: the records of one snapshot cycle (a
+  snapshot and the gradients after it, which the buddy lets go together when the next snapshot
+  counts) fill one of two arenas, and the next cycle fills the other. A buddy answers the first
+  record in each memfd (mapped, or not mappable: another PID namespace, /proc hidden), and the
+  sender falls back to gloo for that buddy if it could not map it;
+* over gloo otherwise, in one message (a message per tensor cost a round trip each), from and
+  into buffers of a `BufferPool`, used again once let go (a fresh buffer per step cost a page
+  fault per 4 KiB as it filled).
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from agent.state import as_bytes
 
 _TAG = 1 << 20  # clear of the tags other traffic on the training group uses
 _HEADER, _SKELETON, _BYTES, _ANSWER = range(_TAG, _TAG + 4)
-_TOKEN_BYTES = 64  # the memfd's first bytes: its token (a word), then the record, aligned
+_TOKEN_BYTES = 64  # a memfd's first bytes: its token (a word); records follow, aligned
+_MEMFD_NAME = "yoco-mirror"
 
 
 class LinkBroken(RuntimeError):
@@ -66,92 +68,148 @@ class BufferPool:
 def _host() -> int:
     """This host and PID namespace, as one number: a buddy with the same one can open this
     process's /proc/<pid>/fd (the boot id is the kernel's, shared by its containers; the
-    namespace's inode tells containers apart)."""
-    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    namespace = os.stat("/proc/self/ns/pid").st_ino
-    return int.from_bytes(hashlib.blake2b(f"{boot}/{namespace}".encode(), digest_size=7).digest())
+    namespace's inode tells containers apart). 0 where /proc does not say."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+    digest = hashlib.blake2b(f"{boot}/{namespace}".encode(), digest_size=7).digest()
+    return int.from_bytes(digest, "little")
+
+
+class _Memfd:
+    """One memfd and this process's mapping of it. Its first word is a token of its own: the
+    reader's name for it (a new memfd may get a closed one's fd number, and its size)."""
+
+    def __init__(self, capacity: int):
+        self.token = int.from_bytes(os.urandom(7), "little")
+        self.fd = os.memfd_create(_MEMFD_NAME, os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(self.fd, capacity)
+            # Reserved up front: a mapping the kernel cannot back would kill the process.
+            os.posix_fallocate(self.fd, 0, capacity)
+            self.memory = torch.from_file(
+                f"/proc/self/fd/{self.fd}", True, capacity, dtype=torch.uint8
+            )
+        except (OSError, RuntimeError):
+            os.close(self.fd)
+            raise
+        self.memory[:8].view(torch.int64)[0] = self.token
+        self.capacity = capacity
+
+    def close(self) -> None:
+        os.close(self.fd)  # a buddy's mapping of it stays valid
 
 
 class SharedOut:
-    """The memfd this rank writes its records into for a buddy on the same host."""
+    """Where this rank places its records for a buddy on the same host: two arenas (memfds),
+    one per snapshot cycle in turn, each filled from the start."""
 
-    def __init__(self, wanted: bool):
-        self.usable = wanted and hasattr(os, "memfd_create") and Path("/proc/self/ns/pid").exists()
-        self.host = _host() if self.usable else 0
-        self.token = int.from_bytes(os.urandom(7), "little")  # names this memfd to its reader
-        self._fd: int | None = None
-        self._memory: torch.Tensor | None = None
+    def __init__(self, wanted: bool, records_per_cycle: int):
+        self.host = _host() if wanted and hasattr(os, "memfd_create") else 0
+        self.usable = self.host != 0
+        self.records_per_cycle = records_per_cycle
+        self._arenas: list[_Memfd | None] = [None, None]
+        self._cycle, self._used = 0, _TOKEN_BYTES
+        self._before_last: tuple[int, int] | None = None  # (cycle, used) before the last place()
+        self._grads_bytes = 0  # the last record's size that started no cycle
+        self.confirmed: set[int] = set()  # the tokens of the memfds the buddy has mapped
 
-    def region(self, nbytes: int) -> torch.Tensor | None:
-        """Where to write a record of `nbytes`; None when no shared memory can be had (the
-        memory is reserved up front: a mapping the kernel cannot back would kill the process)."""
-        size = _TOKEN_BYTES + nbytes
-        if self._memory is None or self._memory.numel() < size:
-            fd = None
+    def place(self, nbytes: int, starts_cycle: bool) -> tuple[torch.Tensor, list[int]] | None:
+        """Room for a record of `nbytes` that overlaps none the buddy may still hold, and its
+        address; None when no shared memory can be had."""
+        self._before_last = (self._cycle, self._used)
+        if starts_cycle:  # the other arena's cycle was let go when this one's snapshot counted
+            self._cycle, self._used = self._cycle ^ 1, _TOKEN_BYTES
+            # The whole cycle: this snapshot and the gradient records after it, at the last
+            # size seen (sizes settle after the first cycles: optimizer state appears lazily).
+            room = nbytes + 64 + (self.records_per_cycle - 1) * (self._grads_bytes + 64)
+        else:
+            self._grads_bytes = nbytes
+            room = self.records_per_cycle * (nbytes + 64)  # at most the rest of the cycle
+        arena = self._arenas[self._cycle]
+        start = self._used + -self._used % 64
+        too_small = arena is None or start + nbytes > arena.capacity
+        if too_small or (starts_cycle and arena.capacity < _TOKEN_BYTES + room):
+            # A new memfd; the records of this cycle already in the old one stay there (the
+            # buddy's mapping keeps it).
             try:
-                fd = os.memfd_create("yoco-mirror", os.MFD_CLOEXEC)
-                os.ftruncate(fd, size)
-                os.posix_fallocate(fd, 0, size)
-                memory = torch.from_file(f"/proc/self/fd/{fd}", True, size, dtype=torch.uint8)
+                fresh = _Memfd(_TOKEN_BYTES + room)
             except (OSError, RuntimeError):
-                if fd is not None:
-                    os.close(fd)
                 self.usable = False
                 return None
-            memory[:8].view(torch.int64)[0] = self.token
-            self.close()  # a buddy's mapping of the old memfd stays valid
-            self._fd, self._memory = fd, memory
-        return self._memory[_TOKEN_BYTES:size]
+            if arena is not None:
+                arena.close()
+            self._arenas[self._cycle] = arena = fresh
+            start = _TOKEN_BYTES
+        self._used = start + nbytes
+        address = [self.host, os.getpid(), arena.fd, arena.capacity, arena.token, start]
+        return arena.memory[start : start + nbytes], address
 
-    def address(self) -> list[int]:
-        assert self._fd is not None and self._memory is not None
-        return [self.host, os.getpid(), self._fd, self._memory.numel(), self.token]
+    def undo(self) -> None:
+        """The last record placed does not count (its step was abandoned): its room is free."""
+        if self._before_last is not None:
+            self._cycle, self._used = self._before_last
+            self._before_last = None
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-        self._fd, self._memory = None, None
+        for arena in self._arenas:
+            if arena is not None:
+                arena.close()
+        self._arenas = [None, None]
 
 
 class SharedIn:
-    """The mapping of the sending neighbour's memfd."""
+    """This rank's mappings of the sending neighbour's memfds."""
 
     def __init__(self):
-        self._address: list[int] | None = None
-        self._memory: torch.Tensor | None = None
+        self._mapped: dict[tuple, torch.Tensor] = {}
 
-    def read(self, address: list[int], out: torch.Tensor) -> bool:
-        """Copy the record at `address` into `out`; False when it cannot be mapped here."""
-        host, pid, fd, size, token = address
-        if address != self._address:
-            self._address, self._memory = None, None
-            if host != _host():
-                return False
+    def view(self, address: list[int], nbytes: int) -> torch.Tensor | None:
+        """The record at `address`, in place; None when it cannot be mapped here."""
+        host, pid, fd, capacity, token, start = address
+        key = (pid, fd, capacity, token)
+        if key not in self._mapped:
+            if host == 0 or host != _host():
+                return None
+            path = f"/proc/{pid}/fd/{fd}"
             try:
-                memory = torch.from_file(f"/proc/{pid}/fd/{fd}", True, size, dtype=torch.uint8)
+                # Only a mirror memfd is mapped (never a file a reused pid left open there).
+                if not os.readlink(path).startswith(f"/memfd:{_MEMFD_NAME}"):
+                    return None
+                memory = torch.from_file(path, True, capacity, dtype=torch.uint8)
             except (OSError, RuntimeError):
-                return False
-            if int(memory[:8].view(torch.int64)[0]) != token:  # another process's fd
-                return False
-            self._address, self._memory = address, memory
-        out.copy_(self._memory[_TOKEN_BYTES : _TOKEN_BYTES + out.numel()])
-        return True
+                return None
+            if int(memory[:8].view(torch.int64)[0]) != token:
+                return None
+            # The records held keep their own mappings alive; only recent memfds stay here.
+            self._mapped = {**dict(list(self._mapped.items())[-3:]), key: memory}
+        return self._mapped[key][start : start + nbytes]
 
 
 class Link:
-    """One rank's ends of the exchange: its memfd for its buddy, its mapping of its sending
-    neighbour's, and the pool of buffers. A new one for each generation of the groups."""
+    """One rank's ends of the exchange for one generation of the groups: its arenas for its
+    buddy, its mappings of its sending neighbour's, and the pool of buffers (which outlives
+    it). A new generation gets a new Link: an abandoned exchange's thread may use the old."""
 
-    def __init__(self, keep: int, shared_memory: bool = True):
-        self.buffers = BufferPool(keep)
-        self.shared_out = SharedOut(shared_memory)
+    def __init__(self, buffers: BufferPool, shared_memory: bool, records_per_cycle: int):
+        self.buffers = buffers
+        self.shared_out = SharedOut(shared_memory, records_per_cycle)
         self.shared_in = SharedIn()
 
     @property
     def transport(self) -> str:
-        """How this rank's records go to its buddy: "shared memory" until a buddy could not map
-        it, then "gloo"."""
+        """How this rank's records go to its buddy: "shared memory" unless the buddy could not
+        map it, then "gloo"."""
         return "shared memory" if self.shared_out.usable else "gloo"
+
+    def undo(self) -> None:
+        self.shared_out.undo()
+
+    def close(self) -> None:
+        self.shared_out.close()
+        self.shared_in = SharedIn()
 
 
 def _layout(tree) -> tuple[bytes, list[torch.Tensor], int]:
@@ -191,59 +249,70 @@ def _wait_all(works: list) -> bool:
     return ended
 
 
-def _exchange(group, dst: int, src: int, record, link: Link, result: dict) -> None:
-    """Send `record` to `dst` and receive `src`'s into result["received"] (tree, buffer). The
-    order keeps a ring of ranks doing this at once free of waits on each other: every rank
-    posts its sends before it blocks on a receive, and answers its sender before it waits for
-    its own buddy's answer."""
+def _exchange(group, dst, src, record, starts_cycle: bool, link: Link, result: dict) -> None:
+    """Send `record` to `dst` and receive `src`'s into result["received"]: (the tree, the pool
+    buffer it lies in, or None when it lies in the sender's memory). The order keeps a ring of
+    ranks doing this at once free of waits on each other: every rank posts its sends before it
+    blocks on a receive, and answers its sender before it waits for its own buddy's answer."""
     sends: list = []
+    receiving: list = []
     sent: torch.Tensor | None = None  # a pool buffer sent over gloo
     try:
         skeleton, parts, nbytes = _layout(record)
-        region = link.shared_out.region(nbytes) if link.shared_out.usable else None
-        flat = region if region is not None else link.buffers.take(nbytes)
+        placed = link.shared_out.place(nbytes, starts_cycle) if link.shared_out.usable else None
+        if placed is not None:
+            flat, address = placed
+            ask = address[4] not in link.shared_out.confirmed
+        else:
+            flat, address, ask = link.buffers.take(nbytes), [0] * 6, False
+            sent = flat
         if parts:
             torch.cat(parts, out=flat)
-        if region is None:
-            sent = flat
-        address = link.shared_out.address() if region is not None else [0] * 5
-        header = torch.tensor([len(skeleton), nbytes, *address], dtype=torch.int64)
-        sends += [
-            group.send([header], dst, _HEADER),
-            group.send([torch.frombuffer(bytearray(skeleton), dtype=torch.uint8)], dst, _SKELETON),
-        ]
-        if region is None and nbytes:
+        header = torch.tensor([len(skeleton), nbytes, int(ask), *address], dtype=torch.int64)
+        sends.append(group.send([header], dst, _HEADER))
+        skeleton_bytes = torch.frombuffer(bytearray(skeleton), dtype=torch.uint8)
+        sends.append(group.send([skeleton_bytes], dst, _SKELETON))
+        if placed is None and nbytes:
             sends.append(group.send([flat], dst, _BYTES))
         result["bytes"] = nbytes
 
-        their_header = torch.zeros(7, dtype=torch.int64)
+        their_header = torch.zeros(9, dtype=torch.int64)
         group.recv([their_header], src, _HEADER).wait()
         their_skeleton = torch.empty(int(their_header[0]), dtype=torch.uint8)
         group.recv([their_skeleton], src, _SKELETON).wait()
-        received = link.buffers.take(int(their_header[1]))
-        their_address = [int(x) for x in their_header[2:]]
-        receiving = []
-        if their_address[0]:  # in their memfd: answer whether it was taken
-            taken = link.shared_in.read(their_address, received)
-            sends.append(group.send([torch.tensor([int(taken)])], src, _ANSWER))
-            if not taken:
+        their_bytes, asked = int(their_header[1]), bool(their_header[2])
+        their_address = [int(x) for x in their_header[3:]]
+        received = buffer = None
+        if their_address[0]:  # in their memory
+            received = link.shared_in.view(their_address, their_bytes)
+            if asked:
+                sends.append(group.send([torch.tensor([int(received is not None)])], src, _ANSWER))
+            elif received is None:  # mapped before, not now: a new generation will ask again
+                raise LinkBroken("the neighbour's shared memory could not be mapped")
+        if received is None:
+            received = buffer = link.buffers.take(their_bytes)
+            if their_bytes:
                 receiving.append(group.recv([received], src, _BYTES))
-        elif received.numel():
-            receiving.append(group.recv([received], src, _BYTES))
 
-        if region is not None:  # the buddy has read the memfd, or asks for the bytes
+        if ask:  # the buddy has mapped this memfd, or asks for the bytes
             answer = torch.zeros(1, dtype=torch.int64)
             group.recv([answer], dst, _ANSWER).wait()
-            if not answer[0]:
+            if answer[0]:
+                link.shared_out.confirmed.add(address[4])
+            else:
                 link.shared_out.usable = False
-                link.shared_out.close()  # `region` keeps its mapping until the send ends
-                sends.append(group.send([region], dst, _BYTES))
-        if not _wait_all(receiving):
+                sends.append(group.send([flat], dst, _BYTES))
+                link.shared_out.close()  # `flat` keeps its mapping until the send ends
+        arrived = _wait_all(receiving)
+        receiving = []  # a gloo work waited twice waits for ever
+        if not arrived:
             raise LinkBroken("the neighbour's record did not arrive")
-        result["received"] = (_unpack(their_skeleton.numpy().tobytes(), received), received)
-    except RuntimeError as error:
+        result["received"] = (_unpack(their_skeleton.numpy().tobytes(), received), buffer)
+    except Exception as error:  # noqa: BLE001 - handed to the caller's thread by swap()
         result["error"] = error
     finally:
+        # Gloo writes a receive's buffer and reads a send's until they end, whatever failed.
+        _wait_all(receiving)
         if _wait_all(sends):
             if sent is not None:
                 link.buffers.give([sent])
@@ -257,18 +326,20 @@ def swap(
     world_size: int,
     shift: int,
     record,
+    starts_cycle: bool,
     abort: threading.Event,
     link: Link,
 ):
-    """Send `record` to rank + shift and receive rank - shift's; (received, the buffer it lies
-    in, bytes sent). Gloo's sends and receives have no future and no completion flag before
-    `wait()`, so a thread waits on them while this one watches `abort` (the group is aborted
-    when a step is abandoned, which ends that thread's wait)."""
+    """Send `record` (a snapshot's, starting a cycle, or not) to rank + shift and receive rank
+    - shift's; (received, the pool buffer it lies in or None, bytes sent). Gloo's sends and
+    receives have no future and no completion flag before `wait()`, so a thread waits on them
+    while this one watches `abort` (the group is aborted when a step is abandoned, which ends
+    that thread's wait)."""
     result: dict = {}
     dst, src = (rank + shift) % world_size, (rank - shift) % world_size
     thread = threading.Thread(
         target=_exchange,
-        args=(group, dst, src, record, link, result),
+        args=(group, dst, src, record, starts_cycle, link, result),
         daemon=True,
         name="yoco-mirror",
     )
@@ -277,6 +348,9 @@ def swap(
         thread.join(0.01)
         if abort.is_set():
             raise LinkBroken("the step was abandoned")
-    if "error" in result:
-        raise LinkBroken(str(result["error"])) from result["error"]
+    error = result.get("error")
+    if isinstance(error, RuntimeError | OSError):  # a peer or the group failed
+        raise LinkBroken(str(error)) from error
+    if error is not None:  # the record itself (a state that cannot be encoded): the user's
+        raise error
     return *result["received"], result["bytes"]

@@ -14,8 +14,8 @@ cores.
   time with the shard mirror (agent/mirror.py: each rank sends its buddy the gradient shards it
   is about to apply, and a snapshot of its shards every 8 steps) over without, measured in the
   same 4 processes in alternating blocks of `--steps-per-block` steps after `--warmup-steps` of
-  each kind (two snapshot cycles: the mirror's buffers and shared memory are allocated, and
-  first touched, once per job), so both see the same machine load. The step is the script's
+  each kind (three snapshot cycles: the mirror's shared memory and buffers are sized and first
+  touched in the first cycles of a job), so both see the same machine load. The step is the script's
   forward, backward, clipping and AdamW update; "with" adds the agent's mirror exchange exactly
   as `Run.step()` makes it (ShardMirror.exchange, commit). The ratio of medians is the target's;
   mirror_step_ratio_of_means also counts the snapshot steps.
@@ -255,7 +255,7 @@ def main() -> None:
     add_model_options(p)
     p.add_argument("--blocks", type=int, default=6, help="measured blocks of each kind")
     p.add_argument("--steps-per-block", type=int, default=4)
-    p.add_argument("--warmup-steps", type=int, default=2 * SNAPSHOT_EVERY,
+    p.add_argument("--warmup-steps", type=int, default=3 * SNAPSHOT_EVERY,
                    help="steps of each kind before the measured blocks")  # fmt: skip
     p.add_argument("--timeout", type=float, default=TIMEOUT_S, help="seconds per measurement")
     p.add_argument("--output", type=Path, help="default bench/results/sharded.json")
