@@ -19,15 +19,16 @@ The record's skeleton always goes over the training group (gloo). Its tensors' b
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import os
 import threading
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
+from agent.devices import host_identity
 from agent.skeleton import encode, tensor_specs, unflatten
 from agent.state import as_bytes
 
@@ -65,16 +66,16 @@ class BufferPool:
             self._free = (self._free + buffers)[-self.keep :]
 
 
+@functools.cache
 def _host() -> int:
     """This host and PID namespace, as one number: a buddy with the same one can open this
-    process's /proc/<pid>/fd (the boot id is the kernel's, shared by its containers; the
-    namespace's inode tells containers apart). 0 where /proc does not say."""
+    process's /proc/<pid>/fd (devices.host_identity names the running machine, shared by its
+    containers; the namespace's inode tells containers apart). 0 where /proc does not say."""
     try:
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
         namespace = os.stat("/proc/self/ns/pid").st_ino
     except OSError:
         return 0
-    digest = hashlib.blake2b(f"{boot}/{namespace}".encode(), digest_size=7).digest()
+    digest = hashlib.blake2b(f"{host_identity()}/{namespace}".encode(), digest_size=7).digest()
     return int.from_bytes(digest, "little")
 
 
@@ -230,7 +231,7 @@ def _padding(nbytes: int) -> int:
 def _unpack(skeleton: bytes, flat: torch.Tensor):
     tensors, offset = [], 0
     for spec in tensor_specs(skeleton):
-        size = torch.empty(0, dtype=spec.dtype).element_size() * math.prod(spec.shape)
+        size = spec.dtype.itemsize * math.prod(spec.shape)
         tensors.append(flat[offset : offset + size].view(spec.dtype).reshape(spec.shape))
         offset += size + _padding(size)
     return unflatten(skeleton, tensors)
